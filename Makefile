@@ -1,0 +1,39 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOME_DIR ?= ./var
+PORT ?= 8501
+
+.PHONY: install demo test bench lint clean system-deps
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip==26.3"
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian packages the tests need (a real Prometheus server and promtool; headless Chromium).
+system-deps:
+	@bash .ci/system-deps
+
+demo: install system-deps
+	$(BIN)/gpufinops --home $(HOME_DIR) demo
+	$(BIN)/gpufinops --home $(HOME_DIR) build --full
+
+test: install system-deps
+	$(BIN)/python -m pytest -q
+
+bench: install
+	$(BIN)/python -m bench.run
+
+lint: install
+	$(BIN)/ruff check gpufinops cli ingest bench tests
+	$(BIN)/mypy gpufinops ingest cli
+
+clean:
+	rm -rf $(HOME_DIR) target dbt_packages logs

@@ -1,0 +1,1 @@
+"""The ``gpufinops`` command line: the top floor, calling into the domain parts."""

@@ -1,0 +1,1 @@
+"""Ingest: every source lands Parquet in the lake through :mod:`ingest.lake`."""

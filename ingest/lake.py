@@ -1,0 +1,380 @@
+"""The lake writer: every landing table as Parquet under ``<lake>/<table>/cluster=<c>/day=<d>/``.
+
+A *run* writes one (source, cluster, window) slice of one or more tables. Its files are written
+aside under ``_staging/<run_id>/`` and committed by renames, driven by a plan that is itself
+written atomically before the first rename; a run killed before the plan exists leaves nothing
+behind, and one killed during the renames is rolled forward the next time a writer opens the lake.
+Re-running the same slice replaces exactly the files of that slice; a different window of the same
+source that overlaps it is trimmed, so no row is ever counted twice. Every run is recorded under
+``_runs/<run_id>.json`` with its window, row counts, status and error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import shutil
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from gpufinops.errors import SchemaError
+from ingest.schema import TABLES, TS, LandingTable, get_table
+
+__all__ = ["LakeWriter", "LakeRun", "RunRecord", "conform", "list_runs", "partition_files"]
+
+_STAGING = "_staging"
+_RUNS = "_runs"
+_PLAN = "COMMIT.json"
+_SAFE = re.compile(r"[^A-Za-z0-9.-]+")
+_FILE_RE = re.compile(r"^(?P<source>.+?)__(?P<start>\d{8}T\d{6}Z)__(?P<end>\d{8}T\d{6}Z)__part(?P<part>\d+)\.parquet$")
+_ROW_GROUP = 1 << 20
+
+
+def _stamp(ts: datetime) -> str:
+    return ts.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _parse_stamp(s: str) -> datetime:
+    return datetime.strptime(s, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+
+
+def _utc(ts: datetime) -> datetime:
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=UTC)
+    return ts.astimezone(UTC)
+
+
+def _safe(name: str) -> str:
+    out = _SAFE.sub("-", name).strip("-")
+    if not out:
+        raise SchemaError(f"name {name!r} has no usable characters for a lake path")
+    return out
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    source: str
+    cluster: str
+    window_start: str
+    window_end: str
+    status: str  # running | committed | failed
+    started_at: str
+    finished_at: str | None = None
+    rows: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+
+def conform(table: LandingTable, data: pa.Table, *, where: str = "") -> pa.Table:
+    """Cast ``data`` to the landing schema of ``table`` (without run columns).
+
+    Missing optional columns become nulls; a missing required column, an unknown column, a value
+    that will not cast or a null in a required column raises :class:`SchemaError` naming the table,
+    column and (for values) the first offending row.
+    """
+    label = f"{table.name}{' (' + where + ')' if where else ''}"
+    names = set(data.column_names)
+    extra = sorted(names - set(table.schema.names) - {f.name for f in _run_fields()})
+    if extra:
+        raise SchemaError(f"{label}: unknown column(s) {extra}; expected a subset of {table.schema.names}")
+    missing = [c for c in table.required if c not in names]
+    if missing:
+        raise SchemaError(f"{label}: missing required column(s) {missing}")
+    arrays = []
+    for f in table.schema:
+        if f.name not in names:
+            arrays.append(pa.nulls(data.num_rows, f.type))
+            continue
+        col = data.column(f.name)
+        if not col.type.equals(f.type):
+            try:
+                col = _cast(col, f.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+                raise SchemaError(f"{label}: column {f.name!r} cannot be read as {f.type}: {exc}") from exc
+        if f.name in table.required and col.null_count:
+            row = pc.index(pc.is_null(col), True).as_py()
+            raise SchemaError(f"{label}: column {f.name!r} is null at row {row} but is required")
+        arrays.append(col)
+    return pa.Table.from_arrays(arrays, schema=table.schema)
+
+
+def _cast(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray:
+    if pa.types.is_timestamp(to) and pa.types.is_timestamp(col.type) and col.type.tz is None:
+        col = pc.assume_timezone(col, "UTC")
+    return pc.cast(col, to)
+
+
+def _run_fields() -> list[pa.Field]:
+    from ingest.schema import RUN_COLUMNS
+
+    return RUN_COLUMNS
+
+
+class LakeWriter:
+    """Opens a lake directory, recovering any interrupted commit first."""
+
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / _STAGING).mkdir(exist_ok=True)
+        (self.root / _RUNS).mkdir(exist_ok=True)
+        with self._lock():
+            self._recover()
+
+    # -- public ---------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def run(self, source: str, cluster: str, window_start: datetime, window_end: datetime) -> Iterator[LakeRun]:
+        """A run over ``[window_start, window_end)``; committed when the block exits cleanly."""
+        run = LakeRun(self, source, cluster, _utc(window_start), _utc(window_end))
+        try:
+            yield run
+        except BaseException as exc:
+            run.abort(f"{type(exc).__name__}: {exc}")
+            raise
+        run.commit()
+
+    def write(self, table: str, data: pa.Table, *, source: str, cluster: str,
+              window_start: datetime, window_end: datetime) -> RunRecord:
+        """Write one table's slice in a run of its own."""
+        with self.run(source, cluster, window_start, window_end) as run:
+            run.add(table, data)
+        assert run.record is not None
+        return run.record
+
+    def runs(self) -> list[RunRecord]:
+        return list_runs(self.root)
+
+    # -- internals ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        with open(self.root / ".lock", "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _save_record(self, rec: RunRecord) -> None:
+        path = self.root / _RUNS / f"{rec.run_id}.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(asdict(rec), sort_keys=True))
+        os.replace(tmp, path)
+
+    def _load_record(self, run_id: str) -> RunRecord | None:
+        path = self.root / _RUNS / f"{run_id}.json"
+        if not path.exists():
+            return None
+        return RunRecord(**json.loads(path.read_text()))
+
+    def _recover(self) -> None:
+        for stage in sorted((self.root / _STAGING).iterdir()):
+            run_id = stage.name
+            rec = self._load_record(run_id)
+            plan_path = stage / _PLAN
+            if plan_path.exists():
+                _execute_plan(self.root, json.loads(plan_path.read_text()))
+                status, error = "committed", None
+            else:
+                status, error = "failed", "interrupted before commit; nothing was written"
+            shutil.rmtree(stage, ignore_errors=True)
+            if rec is not None and rec.status == "running":
+                rec.status, rec.error = status, error
+                rec.finished_at = datetime.now(UTC).isoformat()
+                self._save_record(rec)
+
+
+class LakeRun:
+    """Collects a run's files aside; :meth:`commit` makes them visible all together."""
+
+    def __init__(self, writer: LakeWriter, source: str, cluster: str, start: datetime, end: datetime):
+        if end <= start:
+            raise SchemaError(f"run window is empty or reversed: [{start.isoformat()}, {end.isoformat()})")
+        self.writer = writer
+        self.source = source
+        self.cluster = cluster
+        self.start = start
+        self.end = end
+        self.run_id = f"{_stamp(datetime.now(UTC))}-{uuid.uuid4().hex[:10]}"
+        self.ingested_at = datetime.now(UTC)
+        self.stage = writer.root / _STAGING / self.run_id
+        self.stage.mkdir(parents=True)
+        self.rows: dict[str, int] = {}
+        self._parts: dict[tuple[str, str], int] = {}
+        self._key = f"{_safe(source)}__{_stamp(start)}__{_stamp(end)}"
+        self.record: RunRecord | None = RunRecord(
+            run_id=self.run_id, source=source, cluster=cluster,
+            window_start=start.isoformat(), window_end=end.isoformat(),
+            status="running", started_at=self.ingested_at.isoformat(),
+        )
+        writer._save_record(self.record)
+
+    def add(self, table_name: str, data: pa.Table | pa.RecordBatch | list[dict[str, Any]], *, where: str = "") -> int:
+        """Validate and stage a batch of ``table_name``; may be called many times per table.
+
+        Calling it with an empty batch still declares the table part of the run, so a re-run that
+        now yields no rows for a day clears that day's old rows.
+        """
+        table = get_table(table_name)
+        if isinstance(data, list):
+            data = pa.Table.from_pylist(data)
+        elif isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        data = conform(table, data, where=where)
+        self._check_window(table, data, where)
+        self.rows.setdefault(table.name, 0)
+        if data.num_rows == 0:
+            return 0
+        n = data.num_rows
+        data = data.append_column(pa.field("cluster", pa.string(), nullable=False), pa.array([self.cluster] * n, pa.string()))
+        data = data.append_column(pa.field("ingest_run_id", pa.string(), nullable=False), pa.array([self.run_id] * n, pa.string()))
+        data = data.append_column(pa.field("ingested_at", TS, nullable=False), pa.array([self.ingested_at] * n, TS))
+        days = pc.strftime(data.column(table.time_column), format="%Y-%m-%d", locale="C")
+        for day in pc.unique(days).to_pylist():
+            part = data.filter(pc.equal(days, day)) if day is not None else data.filter(pc.is_null(days))
+            self._stage_part(table, str(day), part)
+        self.rows[table.name] += n
+        return n
+
+    def _check_window(self, table: LandingTable, data: pa.Table, where: str) -> None:
+        col = data.column(table.time_column)
+        if data.num_rows == 0:
+            return
+        outside = pc.or_(pc.less(col, pa.scalar(self.start, TS)), pc.greater_equal(col, pa.scalar(self.end, TS)))
+        outside = pc.fill_null(outside, True)
+        if pc.any(outside).as_py():
+            row = pc.index(outside, True).as_py()
+            raise SchemaError(
+                f"{table.name}{' (' + where + ')' if where else ''}: row {row} has {table.time_column}="
+                f"{col[row].as_py()} outside the run window [{self.start.isoformat()}, {self.end.isoformat()})"
+            )
+
+    def _stage_part(self, table: LandingTable, day: str, part: pa.Table) -> None:
+        rel = Path(table.name) / f"cluster={_safe(self.cluster)}" / f"day={day}"
+        n = self._parts.get((table.name, day), 0)
+        self._parts[(table.name, day)] = n + 1
+        out = self.stage / "new" / rel / f"{self._key}__part{n:05d}.parquet"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(part, out, compression="zstd", row_group_size=_ROW_GROUP)
+
+    def commit(self) -> RunRecord:
+        writer = self.writer
+        with writer._lock():
+            plan = self._plan()
+            tmp = self.stage / (_PLAN + ".tmp")
+            tmp.write_text(json.dumps(plan))
+            os.replace(tmp, self.stage / _PLAN)  # the commit point
+            _execute_plan(writer.root, plan)
+            shutil.rmtree(self.stage, ignore_errors=True)
+            assert self.record is not None
+            self.record.status = "committed"
+            self.record.rows = dict(self.rows)
+            self.record.finished_at = datetime.now(UTC).isoformat()
+            writer._save_record(self.record)
+        return self.record
+
+    def abort(self, error: str) -> None:
+        shutil.rmtree(self.stage, ignore_errors=True)
+        if self.record is not None:
+            self.record.status = "failed"
+            self.record.error = error
+            self.record.rows = dict(self.rows)
+            self.record.finished_at = datetime.now(UTC).isoformat()
+            self.writer._save_record(self.record)
+
+    def _plan(self) -> dict[str, list]:
+        """Deletes, trims and moves that turn the staged files into the lake's new state."""
+        root = self.writer.root
+        deletes: list[str] = []
+        moves: list[list[str]] = []
+        new_root = self.stage / "new"
+        for path in sorted(new_root.rglob("*.parquet")) if new_root.exists() else []:
+            rel = path.relative_to(new_root)
+            moves.append([str(path.relative_to(root)), str(rel)])
+        me = _safe(self.source)
+        for table_name in self.rows:
+            table = TABLES[table_name]
+            cdir = root / table_name / f"cluster={_safe(self.cluster)}"
+            if not cdir.exists():
+                continue
+            for ddir in cdir.iterdir():
+                day = _day_of(ddir.name)
+                if day is None or not _day_overlaps(day, self.start, self.end):
+                    continue
+                for old in ddir.glob("*.parquet"):
+                    m = _FILE_RE.match(old.name)
+                    if not m or m["source"] != me:
+                        continue
+                    o_start, o_end = _parse_stamp(m["start"]), _parse_stamp(m["end"])
+                    if o_end <= self.start or self.end <= o_start:
+                        continue
+                    rel = str(old.relative_to(root))
+                    if (o_start, o_end) == (self.start, self.end):
+                        deletes.append(rel)
+                        continue
+                    # An overlapping window of the same source: keep only its rows outside ours.
+                    kept = pq.read_table(old)
+                    col = kept.column(table.time_column)
+                    inside = pc.and_(pc.greater_equal(col, pa.scalar(self.start, TS)), pc.less(col, pa.scalar(self.end, TS)))
+                    kept = kept.filter(pc.invert(pc.fill_null(inside, False)))
+                    if kept.num_rows == 0:
+                        deletes.append(rel)
+                    else:
+                        trimmed = self.stage / "trim" / rel
+                        trimmed.parent.mkdir(parents=True, exist_ok=True)
+                        pq.write_table(kept, trimmed, compression="zstd", row_group_size=_ROW_GROUP)
+                        moves.append([str(trimmed.relative_to(root)), rel])
+        targets = {dst for _, dst in moves}
+        deletes = [d for d in deletes if d not in targets]
+        return {"deletes": deletes, "moves": moves}
+
+
+def _execute_plan(root: Path, plan: dict[str, list]) -> None:
+    """Idempotent: a plan interrupted halfway can be executed again."""
+    for src, dst in plan["moves"]:
+        s, d = root / src, root / dst
+        if s.exists():
+            d.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(s, d)
+    for rel in plan["deletes"]:
+        with contextlib.suppress(FileNotFoundError):
+            (root / rel).unlink()
+
+
+def _day_of(dirname: str) -> date | None:
+    if not dirname.startswith("day="):
+        return None
+    try:
+        return date.fromisoformat(dirname[4:])
+    except ValueError:
+        return None
+
+
+def _day_overlaps(day: date, start: datetime, end: datetime) -> bool:
+    d0 = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return d0 < end and start < d0 + timedelta(days=1)
+
+
+def list_runs(root: Path | str) -> list[RunRecord]:
+    runs_dir = Path(root) / _RUNS
+    if not runs_dir.exists():
+        return []
+    out = [RunRecord(**json.loads(p.read_text())) for p in runs_dir.glob("*.json")]
+    return sorted(out, key=lambda r: r.started_at)
+
+
+def partition_files(root: Path | str, table: str, *, cluster: str | None = None) -> list[Path]:
+    base = Path(root) / table
+    if not base.exists():
+        return []
+    pattern = f"cluster={_safe(cluster)}/day=*/*.parquet" if cluster else "cluster=*/day=*/*.parquet"
+    return sorted(base.glob(pattern))
