@@ -12,7 +12,7 @@ PORT ?= 8501
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip==26.3"
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
+	$(BIN)/python -m pip install -q -c constraints.txt --config-settings editable_mode=compat -e ".[dev]"
 	touch $(STAMP)
 
 install: $(STAMP)

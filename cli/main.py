@@ -38,6 +38,7 @@ _COMMAND_MODULES = [
     "cli.commands.demo",
     "cli.commands.build",
     "cli.commands.ingest",
+    "cli.commands.check",
 ]
 for _name in _COMMAND_MODULES:
     importlib.import_module(_name).register(app)

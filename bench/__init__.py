@@ -1,0 +1,1 @@
+"""``make bench``: times and peak memory of each stage at the scales of DESIGN §6."""
