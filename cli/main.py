@@ -39,6 +39,9 @@ _COMMAND_MODULES = [
     "cli.commands.build",
     "cli.commands.ingest",
     "cli.commands.check",
+    "cli.commands.recommend",
+    "cli.commands.report",
+    "cli.commands.serve",
 ]
 for _name in _COMMAND_MODULES:
     importlib.import_module(_name).register(app)

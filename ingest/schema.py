@@ -26,6 +26,14 @@ _CONTAINER = pa.struct(
         pa.field("limits", _QTY_MAP),
     ]
 )
+_TOLERATION = pa.struct(
+    [
+        pa.field("key", pa.string()),
+        pa.field("operator", pa.string()),
+        pa.field("value", pa.string()),
+        pa.field("effect", pa.string()),
+    ]
+)
 _TAINT = pa.struct(
     [pa.field("key", pa.string()), pa.field("value", pa.string()), pa.field("effect", pa.string())]
 )
@@ -108,6 +116,9 @@ TABLES: dict[str, LandingTable] = {
                 pa.field("containers", pa.list_(_CONTAINER)),
                 pa.field("init_containers", pa.list_(_CONTAINER)),
                 pa.field("start_time", TS),
+                # Scheduling constraints, so consolidation plans respect them.
+                pa.field("node_selector", _STR_MAP),
+                pa.field("tolerations", pa.list_(_TOLERATION)),
             ],
             "snapshot_ts",
             ("snapshot_ts", "namespace", "pod"),
