@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from gpufinops.errors import ConfigError
 
-__all__ = ["CostSettings", "AttributionSettings", "Settings", "load_settings"]
+__all__ = ["CostSettings", "AttributionSettings", "SourceConfig", "Settings", "load_settings"]
 
 
 class CostSettings(BaseModel):
@@ -39,6 +39,21 @@ class AttributionSettings(BaseModel):
     tenant_label: str = "tenant"
 
 
+class SourceConfig(BaseModel):
+    """One scheduled source for ``gpufinops ingest all`` (a list of these under ``sources:``)."""
+
+    kind: Literal["k8s", "dcgm", "usage", "prices", "billing"]
+    cluster: str | None = None
+    prometheus_url: str | None = None
+    kubeconfig: Path | None = None
+    context: str | None = None
+    file: Path | None = None
+    format: str | None = None
+    step_s: int = 60
+    # Prometheus sources start from their watermark; without one, from now minus this lookback.
+    lookback_s: int = 3600
+
+
 class Settings(BaseSettings):
     """Everything configurable. ``home`` holds the lake, the warehouse and the app DB."""
 
@@ -56,6 +71,7 @@ class Settings(BaseSettings):
     prometheus_url: str | None = None
     prometheus_token: SecretStr | None = None
     dq_on_failure: Literal["fail", "quarantine"] = "fail"
+    sources: list[SourceConfig] = Field(default_factory=list)
 
     @property
     def lake_dir(self) -> Path:

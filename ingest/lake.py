@@ -7,6 +7,14 @@ behind, and one killed during the renames is rolled forward the next time a writ
 Re-running the same slice replaces exactly the files of that slice; a different window of the same
 source that overlaps it is trimmed, so no row is ever counted twice. Every run is recorded under
 ``_runs/<run_id>.json`` with its window, row counts, status and error.
+
+Every batch passes the data-quality gate (:mod:`ingest.quality`) before it is staged. A rejected
+batch aborts the run (nothing of it is committed); with ``quality="quarantine"`` the batch and the
+reason are first kept under ``_quarantine/<run_id>/`` and the run is recorded as ``quarantined``.
+
+A live run holds an exclusive ``flock`` on ``_staging/<run_id>/.alive``; recovery (when a writer
+opens the lake and before every commit) only touches staging folders whose owner is gone, so
+concurrent writers never clean up each other's runs.
 """
 
 from __future__ import annotations
@@ -18,23 +26,26 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from gpufinops.errors import SchemaError
+from gpufinops.errors import SchemaError, ValidationFailed
+from ingest.quality.gate import OnFailure, QualityGate, write_quarantine
 from ingest.schema import TABLES, TS, LandingTable, get_table
 
-__all__ = ["LakeWriter", "LakeRun", "RunRecord", "conform", "list_runs", "partition_files"]
+__all__ = ["LakeWriter", "LakeRun", "RunRecord", "conform", "list_runs", "partition_files", "run_is_alive"]
 
 _STAGING = "_staging"
 _RUNS = "_runs"
 _PLAN = "COMMIT.json"
+_ALIVE = ".alive"
 _SAFE = re.compile(r"[^A-Za-z0-9.-]+")
 _FILE_RE = re.compile(r"^(?P<source>.+?)__(?P<start>\d{8}T\d{6}Z)__(?P<end>\d{8}T\d{6}Z)__part(?P<part>\d+)\.parquet$")
 _ROW_GROUP = 1 << 20
@@ -68,11 +79,12 @@ class RunRecord:
     cluster: str
     window_start: str
     window_end: str
-    status: str  # running | committed | failed
+    status: str  # running | committed | failed | quarantined
     started_at: str
     finished_at: str | None = None
     rows: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    quarantine: str | None = None  # folder of the rejected batch, relative to the lake
 
 
 def conform(table: LandingTable, data: pa.Table, *, where: str = "") -> pa.Table:
@@ -108,6 +120,38 @@ def conform(table: LandingTable, data: pa.Table, *, where: str = "") -> pa.Table
     return pa.Table.from_arrays(arrays, schema=table.schema)
 
 
+def _from_rows(table: LandingTable, rows: list[dict[str, Any]], where: str) -> pa.Table:
+    """Rows as dicts -> Arrow, typed by the landing schema (so dicts become maps, not structs)."""
+    label = f"{table.name}{' (' + where + ')' if where else ''}"
+    keys: set[str] = set()
+    for r in rows:
+        keys.update(r)
+    extra = sorted(keys - set(table.schema.names))
+    if extra:
+        raise SchemaError(f"{label}: unknown column(s) {extra}; expected a subset of {table.schema.names}")
+    fields = [f for f in table.schema if f.name in keys]
+    arrays = []
+    for f in fields:
+        values = [r.get(f.name) for r in rows]
+        if pa.types.is_map(f.type):
+            values = [list(v.items()) if isinstance(v, dict) else v for v in values]
+        try:
+            arrays.append(pa.array(values, type=f.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+            bad = next((i for i, v in enumerate(values) if not _fits(v, f.type)), None)
+            at = f" at row {bad} (value {values[bad]!r})" if bad is not None else ""
+            raise SchemaError(f"{label}: column {f.name!r} cannot be read as {f.type}{at}: {exc}") from exc
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def _fits(value: Any, type_: pa.DataType) -> bool:
+    try:
+        pa.array([value], type=type_)
+        return True
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return False
+
+
 def _cast(col: pa.ChunkedArray, to: pa.DataType) -> pa.ChunkedArray:
     if pa.types.is_timestamp(to) and pa.types.is_timestamp(col.type) and col.type.tz is None:
         col = pc.assume_timezone(col, "UTC")
@@ -121,10 +165,15 @@ def _run_fields() -> list[pa.Field]:
 
 
 class LakeWriter:
-    """Opens a lake directory, recovering any interrupted commit first."""
+    """Opens a lake directory, recovering any interrupted commit first.
 
-    def __init__(self, root: Path | str):
+    ``quality`` is the data-quality gate every batch passes: a :class:`QualityGate`, or the
+    policy on failure (``"fail"``, the default, or ``"quarantine"``; see ``Settings.dq_on_failure``).
+    """
+
+    def __init__(self, root: Path | str, quality: QualityGate | OnFailure | None = None):
         self.root = Path(root)
+        self.quality = quality if isinstance(quality, QualityGate) else QualityGate(quality or "fail")
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / _STAGING).mkdir(exist_ok=True)
         (self.root / _RUNS).mkdir(exist_ok=True)
@@ -141,7 +190,7 @@ class LakeWriter:
         except BaseException as exc:
             run.abort(f"{type(exc).__name__}: {exc}")
             raise
-        run.commit()
+        run.commit()  # aborts the run itself if it fails before the commit point
 
     def write(self, table: str, data: pa.Table, *, source: str, cluster: str,
               window_start: datetime, window_end: datetime) -> RunRecord:
@@ -177,20 +226,55 @@ class LakeWriter:
         return RunRecord(**json.loads(path.read_text()))
 
     def _recover(self) -> None:
+        """Finish what dead runs left (caller holds the lake lock); live runs are left alone."""
         for stage in sorted((self.root / _STAGING).iterdir()):
-            run_id = stage.name
-            rec = self._load_record(run_id)
-            plan_path = stage / _PLAN
-            if plan_path.exists():
-                _execute_plan(self.root, json.loads(plan_path.read_text()))
-                status, error = "committed", None
-            else:
-                status, error = "failed", "interrupted before commit; nothing was written"
-            shutil.rmtree(stage, ignore_errors=True)
-            if rec is not None and rec.status == "running":
-                rec.status, rec.error = status, error
-                rec.finished_at = datetime.now(UTC).isoformat()
-                self._save_record(rec)
+            with _owner_gone(stage) as gone:
+                if not gone:
+                    continue
+                run_id = stage.name
+                rec = self._load_record(run_id)
+                plan_path = stage / _PLAN
+                if plan_path.exists():
+                    _execute_plan(self.root, json.loads(plan_path.read_text()))
+                    status, error = "committed", None
+                else:
+                    status, error = "failed", "interrupted before commit; nothing was written"
+                if rec is not None and rec.status == "running":
+                    rec.status, rec.error = status, error
+                    rec.finished_at = datetime.now(UTC).isoformat()
+                    self._save_record(rec)
+                shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _owner_gone(stage: Path) -> Iterator[bool]:
+    """True while we hold the stage's ``.alive`` lock, i.e. the run that made it has ended."""
+    if not stage.is_dir():
+        yield False  # a stray file, or a stage removed meanwhile: nothing to recover
+        return
+    try:
+        fh = open(stage / _ALIVE, "a+")  # noqa: SIM115 - held for the duration of the block
+    except FileNotFoundError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        fh.close()
+
+
+def run_is_alive(root: Path | str, run_id: str) -> bool:
+    """Whether a process is still working on run ``run_id`` (its staging folder is locked)."""
+    stage = Path(root) / _STAGING / run_id
+    if not stage.is_dir():
+        return False
+    with _owner_gone(stage) as gone:
+        return not gone and stage.is_dir()
 
 
 class LakeRun:
@@ -207,7 +291,13 @@ class LakeRun:
         self.run_id = f"{_stamp(datetime.now(UTC))}-{uuid.uuid4().hex[:10]}"
         self.ingested_at = datetime.now(UTC)
         self.stage = writer.root / _STAGING / self.run_id
-        self.stage.mkdir(parents=True)
+        # Made and locked under the lake lock, so recovery never sees a stage that is not yet ours.
+        with writer._lock():
+            self.stage.mkdir(parents=True)
+            self._alive = open(self.stage / _ALIVE, "a+")  # noqa: SIM115 - held until the run ends
+            fcntl.flock(self._alive, fcntl.LOCK_EX)
+        self._rejected: str | None = None  # set when the gate rejects a batch: the run cannot commit
+        self._quarantine: str | None = None
         self.rows: dict[str, int] = {}
         self._parts: dict[tuple[str, str], int] = {}
         self._key = f"{_safe(source)}__{_stamp(start)}__{_stamp(end)}"
@@ -226,14 +316,17 @@ class LakeRun:
         """
         table = get_table(table_name)
         if isinstance(data, list):
-            data = pa.Table.from_pylist(data)
+            data = _from_rows(table, data, where)
         elif isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
+        if self._rejected is not None:
+            raise ValidationFailed(f"run {self.run_id} already rejected a batch and cannot commit: {self._rejected}")
         data = conform(table, data, where=where)
         self._check_window(table, data, where)
         self.rows.setdefault(table.name, 0)
         if data.num_rows == 0:
             return 0
+        self._gate(table, data, where)
         n = data.num_rows
         data = data.append_column(pa.field("cluster", pa.string(), nullable=False), pa.array([self.cluster] * n, pa.string()))
         data = data.append_column(pa.field("ingest_run_id", pa.string(), nullable=False), pa.array([self.run_id] * n, pa.string()))
@@ -258,6 +351,21 @@ class LakeRun:
                 f"{col[row].as_py()} outside the run window [{self.start.isoformat()}, {self.end.isoformat()})"
             )
 
+    def _gate(self, table: LandingTable, data: pa.Table, where: str) -> None:
+        gate = self.writer.quality
+        report = gate.validate(table.name, data)
+        if report.success:
+            return
+        self._rejected = report.message
+        if gate.on_failure == "quarantine":
+            folder = write_quarantine(
+                self.writer.root, self.run_id, table.name, data, report,
+                {"run_id": self.run_id, "source": self.source, "cluster": self.cluster, "where": where,
+                 "window_start": self.start.isoformat(), "window_end": self.end.isoformat()},
+            )
+            self._quarantine = str(folder.relative_to(self.writer.root))
+        report.raise_if_failed(where)
+
     def _stage_part(self, table: LandingTable, day: str, part: pa.Table) -> None:
         rel = Path(table.name) / f"cluster={_safe(self.cluster)}" / f"day={day}"
         n = self._parts.get((table.name, day), 0)
@@ -268,28 +376,48 @@ class LakeRun:
 
     def commit(self) -> RunRecord:
         writer = self.writer
+        if self._rejected is not None:
+            err = ValidationFailed(f"run {self.run_id} rejected a batch and cannot commit: {self._rejected}")
+            self.abort(f"ValidationFailed: {self._rejected}")
+            raise err
         with writer._lock():
-            plan = self._plan()
-            tmp = self.stage / (_PLAN + ".tmp")
-            tmp.write_text(json.dumps(plan))
-            os.replace(tmp, self.stage / _PLAN)  # the commit point
-            _execute_plan(writer.root, plan)
-            shutil.rmtree(self.stage, ignore_errors=True)
+            planned = False
+            try:
+                # Dead runs' plans first: one of them may delete a file this plan is about to write.
+                writer._recover()
+                plan = self._plan()
+                tmp = self.stage / (_PLAN + ".tmp")
+                tmp.write_text(json.dumps(plan))
+                os.replace(tmp, self.stage / _PLAN)  # the commit point
+                planned = True
+                _execute_plan(writer.root, plan)
+            except BaseException as exc:
+                if not planned:
+                    self.abort(f"commit failed: {type(exc).__name__}: {exc}")
+                # else: the plan stands; the next writer to open the lake rolls it forward.
+                raise
             assert self.record is not None
             self.record.status = "committed"
             self.record.rows = dict(self.rows)
             self.record.finished_at = datetime.now(UTC).isoformat()
-            writer._save_record(self.record)
+            writer._save_record(self.record)  # before the stage goes, so a kill here loses nothing
+            self._release()
         return self.record
 
     def abort(self, error: str) -> None:
-        shutil.rmtree(self.stage, ignore_errors=True)
         if self.record is not None:
-            self.record.status = "failed"
+            self.record.status = "quarantined" if self._quarantine else "failed"
+            self.record.quarantine = self._quarantine
             self.record.error = error
             self.record.rows = dict(self.rows)
             self.record.finished_at = datetime.now(UTC).isoformat()
             self.writer._save_record(self.record)
+        self._release()
+
+    def _release(self) -> None:
+        shutil.rmtree(self.stage, ignore_errors=True)
+        if not self._alive.closed:
+            self._alive.close()
 
     def _plan(self) -> dict[str, list]:
         """Deletes, trims and moves that turn the staged files into the lake's new state."""
@@ -298,8 +426,7 @@ class LakeRun:
         moves: list[list[str]] = []
         new_root = self.stage / "new"
         for path in sorted(new_root.rglob("*.parquet")) if new_root.exists() else []:
-            rel = path.relative_to(new_root)
-            moves.append([str(path.relative_to(root)), str(rel)])
+            moves.append([str(path.relative_to(root)), str(path.relative_to(new_root))])
         me = _safe(self.source)
         for table_name in self.rows:
             table = TABLES[table_name]

@@ -65,10 +65,12 @@ def parse_quantity_map(values: dict[str, object] | None, *, where: str = "") -> 
         return {}
     if not isinstance(values, dict):
         raise InputError(f"{where + ': ' if where else ''}expected a map of resource quantities, got {values!r}")
-    return {
-        str(name): parse_quantity(q, where=f"{where}[{name}]" if where else str(name))  # type: ignore[arg-type]
-        for name, q in values.items()
-    }
+    out: dict[str, float] = {}
+    for name, q in values.items():
+        # The cache lookup first: building the error context for every value costs more than parsing.
+        hit = _cache.get(q) if isinstance(q, str) else None
+        out[str(name)] = hit if hit is not None else parse_quantity(q, where=f"{where}[{name}]" if where else str(name))  # type: ignore[arg-type]
+    return out
 
 
 def _parse(text: str, original: str, where: str) -> float:

@@ -1,7 +1,65 @@
-"""Scaffolding: the owner of this command fills in `register`."""
+"""``gpufinops build [--full] [--select ...]``: dbt build (seeds, models, data tests), then a showback summary."""
+
+from __future__ import annotations
+
+from typing import Optional
 
 import typer
+from rich.table import Table
+
+from cli.context import console, handle_errors, settings_of
+
+__all__ = ["register"]
 
 
 def register(app: typer.Typer) -> None:
-    return None
+    app.command("build")(build)
+
+
+@handle_errors
+def build(
+    ctx: typer.Context,
+    full: bool = typer.Option(False, "--full", help="Rebuild every model from the lake (dbt --full-refresh)."),
+    select: Optional[list[str]] = typer.Option(None, "--select", "-s", help="dbt selection (repeatable)."),
+    summary: bool = typer.Option(True, "--summary/--no-summary", help="Print the showback summary."),
+    unit_tests: bool = typer.Option(False, "--unit-tests", help="Also run the dbt unit tests (formula pins)."),
+) -> None:
+    """Build the warehouse from the lake (incremental by default) and run its data tests."""
+    from transform import run_build, showback_summary
+
+    settings = settings_of(ctx)
+    with console.status("dbt build (seeds, models, tests) ..."):
+        result = run_build(settings, full_refresh=full, select=select, unit_tests=unit_tests)
+    console.print(
+        f"built {result.warehouse} in {result.seconds:.1f}s "
+        f"({'full refresh' if full else 'incremental'}): "
+        f"{result.count('model')} models, {result.count('test')} data tests, "
+        f"{result.count('unit_test')} unit tests, {len(result.failed)} failed"
+    )
+    for n in result.failed:  # only reached for quarantined data tests
+        console.print(f"[yellow]warning:[/] {n.resource_type} {n.name}: {n.status} ({n.failures} rows)")
+    if summary and not select:
+        _print_summary(showback_summary(result.warehouse))
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.1f}%"
+
+
+def _print_summary(s) -> None:  # noqa: ANN001 - transform.ShowbackSummary
+    head = Table(title=f"Showback {s.first_day} .. {s.last_day} ({s.clusters} clusters)", show_header=False)
+    head.add_row("node cost", f"${s.node_cost_usd:,.2f}")
+    head.add_row("GPU cost", f"${s.gpu_cost_usd:,.2f}")
+    head.add_row("chargeback total (incl. overhead)", f"${s.chargeback_usd:,.2f}")
+    head.add_row("GPU-hours capacity / allocated", f"{s.gpu_capacity_hours:,.1f} / {s.allocated_gpu_hours:,.1f}")
+    head.add_row("idle-allocated (of measured)", _pct(s.idle_allocated_pct))
+    head.add_row("unallocated (of capacity)", _pct(s.unallocated_pct))
+    head.add_row("unmeasured GPU-hours", f"{s.unmeasured_gpu_hours:,.1f}")
+    head.add_row("unpriced nodes", str(s.unpriced_nodes))
+    console.print(head)
+    tenants = Table(title="Top tenants by chargeback")
+    for col in ("tenant", "GPU-hours", "chargeback", "idle %"):
+        tenants.add_column(col, justify="left" if col == "tenant" else "right")
+    for t in s.top_tenants:
+        tenants.add_row(t.tenant, f"{t.gpu_hours:,.1f}", f"${t.chargeback_usd:,.2f}", _pct(t.idle_allocated_pct))
+    console.print(tenants)

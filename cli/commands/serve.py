@@ -1,7 +1,74 @@
-"""Scaffolding: the owner of this command fills in `register`."""
+"""``gpufinops serve dashboard [--port 8501]``: run the Streamlit dashboards with these settings.
+
+``serve api`` joins this group with the API's issue.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
 
 import typer
 
+from cli.context import console, handle_errors, settings_of
+from gpufinops.settings import Settings
+
+__all__ = ["register", "dashboard_command", "DASHBOARD_PAGES"]
+
+_APP = Path(__file__).resolve().parents[2] / "dashboards" / "app.py"
+DASHBOARD_PAGES = ("finance", "team", "platform")
+
+
+def dashboard_command(
+    settings: Settings, *, port: int, address: str, demo: bool
+) -> tuple[list[str], dict[str, str]]:
+    """The ``streamlit run`` argv and environment; settings travel as ``GPUFINOPS_*`` variables."""
+    argv = [
+        sys.executable, "-m", "streamlit", "run", str(_APP),
+        "--server.port", str(port),
+        "--server.address", address,
+        "--server.headless", "true",
+        "--server.fileWatcherType", "none",
+        "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "viewer",
+    ]
+    env = dict(os.environ)
+    env["GPUFINOPS_HOME"] = str(Path(settings.home).resolve())
+    if settings.config:
+        env["GPUFINOPS_CONFIG"] = str(Path(settings.config).resolve())
+    if settings.app_db_url:
+        env["GPUFINOPS_APP_DB_URL"] = settings.app_db_url
+    env["GPUFINOPS_DASHBOARD_DEMO"] = "1" if demo else "0"
+    return argv, env
+
 
 def register(app: typer.Typer) -> None:
-    return None
+    serve_app = typer.Typer(help="Serve the dashboards.", no_args_is_help=True)
+
+    @serve_app.command("dashboard")
+    @handle_errors
+    def dashboard(
+        ctx: typer.Context,
+        port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8501,
+        address: Annotated[str, typer.Option("--address", help="Interface to bind (0.0.0.0 in a container).")] = "localhost",
+        demo: Annotated[bool, typer.Option(
+            "--demo", envvar="GPUFINOPS_DASHBOARD_DEMO",
+            help="Demo mode: no auth proxy; the viewer picks a role in the sidebar.",
+        )] = False,
+    ) -> None:
+        """Serve the finance, team-lead and platform dashboards (Streamlit)."""
+        settings = settings_of(ctx)
+        argv, env = dashboard_command(settings, port=port, address=address, demo=demo)
+        host = "localhost" if address in ("0.0.0.0", "::") else address
+        console.print(f"Dashboards on http://{host}:{port}/  (warehouse {settings.warehouse_path})")
+        for page in DASHBOARD_PAGES:
+            console.print(f"  {page:<9} http://{host}:{port}/{page}")
+        if demo:
+            console.print("  demo mode: pick a role in the sidebar, or open e.g. "
+                          f"http://{host}:{port}/team?role=team_lead:<team>")
+        raise typer.Exit(subprocess.call(argv, env=env))
+
+    app.add_typer(serve_app, name="serve")

@@ -174,7 +174,11 @@ def _gpu_count(labels: Mapping[str, str], capacity: Mapping[str, float], replica
     counted = _int_label(labels, GPU_LABELS["count"], where)
     if counted is not None:
         return counted
-    # Without GFD, time-sliced capacity is advertised as count x replicas: undo that.
+    # Without GFD, time-sliced capacity is advertised as count x replicas, under nvidia.com/gpu or
+    # (renameByDefault) nvidia.com/gpu.shared: undo that.
+    shared = capacity.get("nvidia.com/gpu.shared")
+    if shared and not capacity.get("nvidia.com/gpu"):
+        return int(shared / replicas) if replicas and replicas > 1 else int(shared)
     for resource in _WHOLE_DEVICE_RESOURCES:
         if resource in capacity:
             n = capacity[resource]
@@ -249,6 +253,9 @@ def pod_row(obj: Mapping[str, Any], snapshot_ts: datetime, owners: OwnerIndex) -
     namespace = meta.get("namespace") or "default"
     spec = obj.get("spec") or {}
     status = obj.get("status") or {}
+    if not meta.get("uid"):
+        # the uid tells a pod from its namesake recreated later (StatefulSets reuse names)
+        raise InputError("has no metadata.uid")
     owner_kind, owner_name = owners.top_owner(namespace, meta)
     priority = spec.get("priority")
     return {

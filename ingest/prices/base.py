@@ -74,12 +74,14 @@ class PriceParser(ABC):
     description: ClassVar[str] = ""
 
     @abstractmethod
-    def parse(self, path: Path, *, regions: Sequence[str] = ()) -> list[PriceRecord]:
+    def parse(self, path: Path | str, *, regions: Sequence[str] = ()) -> list[PriceRecord]:
         """Read ``path`` into price rows; ``regions`` (when given) keeps only those regions."""
 
-    def source_of(self, path: Path) -> str:
-        """The ``source`` value of every row: the file name and the format."""
-        return f"{self.format}:{path.name}"
+    def source_of(self, path: Path | str) -> str:
+        """The ``source`` value of every row: the file name (or URL's last segment) and the format."""
+        text = str(path)
+        name = text.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0] if "://" in text else Path(text).name
+        return f"{self.format}:{name or text}"
 
 
 _REGISTRY: dict[str, type[PriceParser]] = {}

@@ -83,8 +83,14 @@ class PromClient:
         data = self._post("/api/v1/query_range", form, promql)
         return data.get("result", [])
 
+    def series(self, selectors: list[str], start: datetime, end: datetime) -> list[dict[str, str]]:
+        """Label sets of the series matching any selector in ``[start, end]``; reads only the index."""
+        form: dict[str, Any] = {"match[]": list(selectors), "start": _ts(start), "end": _ts(end)}
+        data = self._post("/api/v1/series", form, " or ".join(selectors))
+        return data if isinstance(data, list) else []
+
     # -- internals ------------------------------------------------------------------------------
-    def _post(self, path: str, form: dict[str, str], promql: str) -> dict[str, Any]:
+    def _post(self, path: str, form: dict[str, Any], promql: str) -> Any:
         attempt = 0
         while True:
             try:

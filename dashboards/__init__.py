@@ -1,0 +1,1 @@
+"""Streamlit dashboards: finance, team lead and platform views over the warehouse marts."""

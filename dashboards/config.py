@@ -1,0 +1,79 @@
+"""Settings of the dashboards and reports, read from the ``dashboards:`` section of the config file.
+
+The kernel's ``Settings`` ignores unknown keys, so this section lives beside it in the same YAML file
+(``--config`` / ``GPUFINOPS_CONFIG``). ``GPUFINOPS_DASHBOARD_DEMO=1`` turns on demo mode, which is what
+``gpufinops serve dashboard --demo`` passes to the Streamlit process.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from gpufinops.errors import ConfigError
+from gpufinops.settings import Settings
+
+__all__ = ["AuthSettings", "DashboardSettings", "load_dashboard_settings", "config_section", "DEMO_ENV"]
+
+DEMO_ENV = "GPUFINOPS_DASHBOARD_DEMO"
+_DEFAULT_BUDGETS = Path(__file__).resolve().parent / "team_budgets.csv"
+
+
+class AuthSettings(BaseModel):
+    """How the auth proxy's trusted headers map to roles."""
+
+    user_header: str = "X-Forwarded-User"
+    groups_header: str = "X-Forwarded-Groups"
+    groups_separator: str = ","
+    # group name -> role (finance | platform | admin)
+    group_roles: dict[str, str] = Field(
+        default_factory=lambda: {
+            "gpufinops-finance": "finance",
+            "gpufinops-platform": "platform",
+            "gpufinops-admins": "admin",
+        }
+    )
+    # a group named <prefix><team> makes its members team lead of <team>
+    team_lead_group_prefix: str = "gpufinops-lead-"
+
+
+class DashboardSettings(BaseModel):
+    auth: AuthSettings = Field(default_factory=AuthSettings)
+    # visible demo mode: no proxy, the viewer picks a role in the sidebar
+    demo: bool = False
+    budgets_file: Path = _DEFAULT_BUDGETS
+    # fractions of a monthly budget (actual or forecast) at which a team gets an alert
+    budget_alert_thresholds: list[float] = Field(default_factory=lambda: [0.8, 1.0])
+    cache_ttl_s: int = 300
+
+
+def config_section(settings: Settings, key: str) -> dict[str, Any]:
+    """The mapping under ``key`` in the YAML config file, or {} when there is no file or section."""
+    path = settings.config or os.environ.get("GPUFINOPS_CONFIG")
+    if not path:
+        return {}
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc}") from exc
+    section = data.get(key) if isinstance(data, dict) else None
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"config file {path}: `{key}` must be a mapping")
+    return section
+
+
+def load_dashboard_settings(settings: Settings) -> DashboardSettings:
+    data = config_section(settings, "dashboards")
+    if os.environ.get(DEMO_ENV, "").lower() in {"1", "true", "yes"}:
+        data = {**data, "demo": True}
+    try:
+        return DashboardSettings(**data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid `dashboards` settings: {exc}") from exc

@@ -1,0 +1,142 @@
+"""Who is looking: trusted auth-proxy headers -> roles -> the data scope the query layer enforces.
+
+Behind an auth proxy (oauth2-proxy, Pomerium, an ingress with external auth) the proxy sets the user
+and group headers; the app trusts those headers only because the proxy is the sole way in. In demo mode
+there is no proxy and the viewer picks a role in a clearly labelled sidebar box instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from dashboards.config import AuthSettings
+
+__all__ = [
+    "ROLES",
+    "FLEET_ROLES",
+    "AccessDenied",
+    "Scope",
+    "Identity",
+    "from_headers",
+    "demo_identity",
+    "demo_choices",
+]
+
+ROLES = ("finance", "team_lead", "platform", "admin")
+# roles that see every team and the fleet-level (node / cluster) numbers
+FLEET_ROLES = frozenset({"finance", "platform", "admin"})
+
+
+class AccessDenied(PermissionError):
+    """A query asked for rows outside the viewer's scope."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The rows a viewer may read. Hashable, so cached queries key on it.
+
+    ``teams is None`` means every team; otherwise only those teams' namespaces.
+    """
+
+    teams: tuple[str, ...] | None = ()
+    fleet: bool = False
+
+    @classmethod
+    def everything(cls) -> Scope:
+        return cls(teams=None, fleet=True)
+
+    @classmethod
+    def of_teams(cls, teams: Iterable[str]) -> Scope:
+        return cls(teams=tuple(sorted(set(teams))), fleet=False)
+
+    def allows_team(self, team: str) -> bool:
+        return self.teams is None or team in self.teams
+
+    def narrow(self, teams: Sequence[str] | None) -> Scope:
+        """The scope limited to ``teams`` (e.g. from a query parameter); never wider than self."""
+        if teams is None:
+            return self
+        wanted = set(teams)
+        allowed = wanted if self.teams is None else wanted & set(self.teams)
+        # a team-focused view never needs the fleet-level numbers
+        return Scope(teams=tuple(sorted(allowed)), fleet=False)
+
+    def require_fleet(self) -> None:
+        if not self.fleet:
+            raise AccessDenied("fleet-level data needs the finance, platform or admin role")
+
+
+@dataclass(frozen=True)
+class Identity:
+    user: str | None
+    groups: tuple[str, ...] = ()
+    roles: frozenset[str] = frozenset()
+    lead_of: tuple[str, ...] = ()
+    demo: bool = False
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def signed_in(self) -> bool:
+        return self.user is not None and bool(self.roles)
+
+    @property
+    def scope(self) -> Scope:
+        if self.roles & FLEET_ROLES:
+            return Scope.everything()
+        if "team_lead" in self.roles:
+            return Scope.of_teams(self.lead_of)
+        return Scope(teams=(), fleet=False)
+
+    def has(self, *roles: str) -> bool:
+        return bool(self.roles & set(roles))
+
+    @property
+    def label(self) -> str:
+        parts = sorted(self.roles - {"team_lead"})
+        if self.lead_of:
+            parts.append("team lead of " + ", ".join(self.lead_of))
+        return f"{self.user or 'anonymous'} ({'; '.join(parts) or 'no role'})"
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    wanted = name.lower()
+    for key, value in headers.items():
+        if key.lower() == wanted:
+            return value
+    return None
+
+
+def from_headers(headers: Mapping[str, str], auth: AuthSettings) -> Identity:
+    """Map the proxy's user/groups headers to roles. Unknown groups grant nothing."""
+    user = (_header(headers, auth.user_header) or "").strip() or None
+    raw_groups = _header(headers, auth.groups_header) or ""
+    groups = tuple(g.strip() for g in raw_groups.split(auth.groups_separator) if g.strip())
+    roles: set[str] = set()
+    lead_of: set[str] = set()
+    for group in groups:
+        role = auth.group_roles.get(group)
+        if role in ROLES:
+            roles.add(role)
+        prefix = auth.team_lead_group_prefix
+        if prefix and group.startswith(prefix) and len(group) > len(prefix):
+            roles.add("team_lead")
+            lead_of.add(group[len(prefix) :])
+    if user is None:
+        return Identity(user=None, notes=(f"no `{auth.user_header}` header: not signed in",))
+    return Identity(user=user, groups=groups, roles=frozenset(roles), lead_of=tuple(sorted(lead_of)))
+
+
+def demo_choices(teams: Sequence[str]) -> list[str]:
+    """Role keys offered by the demo picker: the fleet roles, then one team lead per team."""
+    return ["finance", "platform", "admin"] + [f"team_lead:{t}" for t in teams]
+
+
+def demo_identity(choice: str) -> Identity:
+    """Identity for a demo-picker key such as ``finance`` or ``team_lead:ml-research``."""
+    if choice.startswith("team_lead:"):
+        team = choice.split(":", 1)[1]
+        return Identity(user=f"demo-lead-{team}", roles=frozenset({"team_lead"}), lead_of=(team,), demo=True)
+    if choice in FLEET_ROLES:
+        return Identity(user=f"demo-{choice}", roles=frozenset({choice}), demo=True)
+    raise ValueError(f"unknown demo role {choice!r}")

@@ -1,0 +1,525 @@
+"""Every SQL the dashboards and reports run, with the viewer's scope applied here, in the query layer.
+
+Each public query is a plain function ``fn(cursor, scope, ...) -> DataFrame`` registered with ``@_query``,
+which exposes it two ways:
+
+* ``queries.<name>(warehouse, scope, ...)``: behind ``st.cache_data(ttl=...)``, on a cursor of the
+  read-only DuckDB connection held by ``st.cache_resource`` (what the pages call);
+* ``queries.RAW[<name>](cursor, scope, ...)``: uncached, on any cursor (reports, the bench, tests).
+
+Scoping: a ``Scope`` with ``teams`` set filters every team-level query to those teams, and fleet-level
+queries (nodes, clusters, the bill) refuse it with ``AccessDenied``. Pages cannot widen it: they only
+ever pass ``Scope.narrow(...)`` of the identity's scope.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+import pandas as pd
+import streamlit as st
+
+from dashboards.identity import Scope
+from gpufinops.warehouse import connect
+
+__all__ = [
+    "Warehouse",
+    "RAW",
+    "CACHE_TTL_S",
+    "SYNTHETIC_LINES",
+    "cursor",
+    "data_window",
+    "teams",
+    "team_namespaces",
+    "spend_by_team_daily",
+    "cost_lines_daily",
+    "team_totals",
+    "team_daily",
+    "idle_workloads",
+    "capacity_hourly",
+    "node_allocation",
+    "stranded_gpus",
+    "pending_gpu_pods",
+    "bill_reconciliation",
+    "recommendations",
+    "recommendations_raw",
+    "clear_caches",
+]
+
+CACHE_TTL_S = int(os.environ.get("GPUFINOPS_DASHBOARD_CACHE_TTL_S", "300"))
+F = TypeVar("F", bound=Callable[..., pd.DataFrame])
+RAW: dict[str, Callable[..., pd.DataFrame]] = {}
+# showback lines that belong to no team: the nodes' unheld cost and the fixed overhead (fct_showback_daily)
+SYNTHETIC_LINES = ("(unallocated)", "(overhead)")
+
+
+@dataclass(frozen=True)
+class Warehouse:
+    """Where the marts are (hashable, so it is part of every cache key)."""
+
+    path: str
+    app_db_url: str | None = None
+
+    @classmethod
+    def of(cls, path: Path | str, app_db_url: str | None = None) -> Warehouse:
+        return cls(path=str(Path(path).resolve()), app_db_url=app_db_url)
+
+
+# ---------------------------------------------------------------- connection
+
+
+@dataclass
+class _Handle:
+    con: duckdb.DuckDBPyConnection
+    path: str
+    stamp: tuple[int, int]
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    st_ = os.stat(path)
+    return (st_.st_ino, st_.st_mtime_ns)
+
+
+def _still_current(handle: _Handle) -> bool:
+    # a rebuilt warehouse file gets a fresh connection (and the old read lock goes)
+    try:
+        return _stamp(handle.path) == handle.stamp
+    except OSError:
+        return False
+
+
+def _close(handle: _Handle) -> None:
+    handle.con.close()
+
+
+@st.cache_resource(ttl=600, validate=_still_current, on_release=_close, show_spinner=False)
+def _handle(path: str) -> _Handle:
+    return _Handle(con=connect(path, read_only=True), path=path, stamp=_stamp(path))
+
+
+@contextmanager
+def cursor(warehouse: Warehouse) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A fresh cursor of the shared read-only connection, in UTC."""
+    cur = _handle(warehouse.path).con.cursor()
+    try:
+        cur.execute("set TimeZone = 'UTC'")
+        yield cur
+    finally:
+        cur.close()
+
+
+def clear_caches() -> None:
+    st.cache_data.clear()
+    _handle.clear()
+
+
+def _query(fn: F) -> Callable[..., pd.DataFrame]:
+    RAW[fn.__name__] = fn
+
+    def cached(warehouse: Warehouse, *args: Any, **kwargs: Any) -> pd.DataFrame:
+        with cursor(warehouse) as cur:
+            return fn(cur, *args, **kwargs)
+
+    # distinct names so that st.cache_data keys each query apart (nested functions share a key otherwise)
+    cached.__name__ = cached.__qualname__ = fn.__name__
+    cached.__doc__ = fn.__doc__
+    return st.cache_data(ttl=CACHE_TTL_S, show_spinner=False, max_entries=256)(cached)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _bounds(start: date, end: date) -> tuple[datetime, datetime]:
+    """[start, end) days as naive UTC datetimes for hour columns."""
+    return datetime.combine(start, time()), datetime.combine(end, time())
+
+
+def _team_filter(scope: Scope, column: str = "team") -> tuple[str, list[Any]]:
+    if scope.teams is None:
+        return "", []
+    return f" and list_contains(?, {column})", [list(scope.teams)]
+
+
+def _df(cur: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | dict[str, Any]) -> pd.DataFrame:
+    df = cur.execute(sql, params if isinstance(params, dict) else list(params)).df()
+    if "day" in df.columns and pd.api.types.is_datetime64_any_dtype(df["day"]):
+        df["day"] = df["day"].dt.date  # DuckDB dates arrive as midnight timestamps
+    return df
+
+
+def _table_exists(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
+    row = cur.execute(
+        "select count(*) from duckdb_tables() where table_name = ? union all "
+        "select count(*) from duckdb_views() where view_name = ?",
+        [name, name],
+    ).fetchall()
+    return sum(r[0] for r in row) > 0
+
+
+# ---------------------------------------------------------------- window and teams
+
+
+@_query
+def data_window(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
+    """First and last day with showback rows the viewer may see (one row: first_day, last_day)."""
+    where, params = _team_filter(scope)
+    return _df(cur, f"select min(day) as first_day, max(day) as last_day from fct_showback_daily where true{where}", params)
+
+
+@_query
+def teams(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
+    """Tenants and teams the viewer may see, from the showback mart."""
+    where, params = _team_filter(scope)
+    return _df(
+        cur,
+        f"select distinct tenant, team from fct_showback_daily where not list_contains(?, namespace){where} "
+        "order by tenant, team",
+        [list(SYNTHETIC_LINES), *params],
+    )
+
+
+@_query
+def team_namespaces(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
+    """(cluster, namespace, team) pairs the viewer may see; recommendations are scoped through it."""
+    where, params = _team_filter(scope)
+    return _df(
+        cur,
+        f"select distinct cluster, namespace, team from fct_showback_daily where not list_contains(?, namespace){where} "
+        "order by 1, 2",
+        [list(SYNTHETIC_LINES), *params],
+    )
+
+
+# ---------------------------------------------------------------- finance
+
+
+@_query
+def spend_by_team_daily(
+    cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date, shared_namespaces: tuple[str, ...]
+) -> pd.DataFrame:
+    """Chargeback per day, tenant and team, with its parts (DESIGN §3: chargeback = direct + shares).
+
+    Only the teams' own namespaces: the shared namespaces and the mart's ``(unallocated)`` /
+    ``(overhead)`` lines are what ``cost_lines_daily`` shows as their own lines.
+    """
+    where, params = _team_filter(scope)
+    return _df(
+        cur,
+        f"""
+        select day, tenant, team,
+               sum(gpu_hours)::double as gpu_hours,
+               sum(idle_gpu_hours)::double as idle_gpu_hours,
+               sum(direct_cost_usd)::double as direct_cost_usd,
+               sum(idle_cost_usd)::double as idle_cost_usd,
+               sum(shared_cost_usd)::double as shared_cost_usd,
+               sum(unallocated_share_usd)::double as unallocated_share_usd,
+               sum(chargeback_usd)::double as chargeback_usd
+        from fct_showback_daily
+        where day >= ? and day < ? and not list_contains(?, namespace) and not list_contains(?, namespace){where}
+        group by all order by day, tenant, team
+        """,
+        [start, end, list(SYNTHETIC_LINES), list(shared_namespaces), *params],
+    )
+
+
+@_query
+def cost_lines_daily(
+    cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date, shared_namespaces: tuple[str, ...]
+) -> pd.DataFrame:
+    """The day's total cost as lines that add up: GPU, CPU/memory, shared, unallocated.
+
+    GPU and CPU/memory are the pods' direct cost outside the shared namespaces; shared is the shared
+    namespaces' cost plus the fixed overhead; unallocated is the nodes' cost no pod holds, net of
+    overcommit. ``total_usd`` is Σ chargeback over every showback line (= node cost + overhead), and
+    ``charged_to_teams_usd`` the part that lands on the teams' own namespaces.
+    """
+    scope.require_fleet()
+    lo, hi = _bounds(start, end)
+    return _df(
+        cur,
+        """
+        with pods as (
+            select hour::date as day,
+                   sum(gpu_cost_usd) filter (where not list_contains($shared, namespace))::double as gpu_usd,
+                   sum(cpu_cost_usd + memory_cost_usd) filter (where not list_contains($shared, namespace))::double
+                       as cpu_memory_usd,
+                   sum(idle_cost_usd)::double as idle_usd
+            from fct_gpu_allocation_hourly
+            where hour >= $lo and hour < $hi
+            group by all
+        ),
+        lines as (
+            select day,
+                   sum(direct_cost_usd) filter (where namespace = '(overhead)' or list_contains($shared, namespace))::double
+                       as shared_usd,
+                   sum(direct_cost_usd) filter (where namespace = '(unallocated)')::double as unallocated_usd,
+                   sum(chargeback_usd)::double as total_usd,
+                   sum(chargeback_usd) filter (where not list_contains($synthetic, namespace)
+                                                 and not list_contains($shared, namespace))::double as charged_usd
+            from fct_showback_daily where day >= $start and day < $end
+            group by all
+        ),
+        nodes as (
+            select hour::date as day, sum(node_cost_usd)::double as node_cost_usd
+            from fct_node_hourly where hour >= $lo and hour < $hi
+            group by all
+        ),
+        days as (select day from pods union select day from lines union select day from nodes)
+        select d.day,
+               coalesce(gpu_usd, 0) as gpu_usd,
+               coalesce(cpu_memory_usd, 0) as cpu_memory_usd,
+               coalesce(shared_usd, 0) as shared_usd,
+               coalesce(unallocated_usd, 0) as unallocated_usd,
+               coalesce(total_usd, 0) as total_usd,
+               coalesce(charged_usd, 0) as charged_to_teams_usd,
+               coalesce(idle_usd, 0) as idle_usd,
+               coalesce(node_cost_usd, 0) as node_cost_usd
+        from days d left join pods using (day) left join lines using (day) left join nodes using (day)
+        order by d.day
+        """,
+        {"lo": lo, "hi": hi, "start": start, "end": end, "shared": list(shared_namespaces),
+         "synthetic": list(SYNTHETIC_LINES)},
+    )
+
+
+@_query
+def bill_reconciliation(cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date) -> pd.DataFrame:
+    """Reconciliation rows in the window; empty when no FOCUS bill is loaded."""
+    scope.require_fleet()
+    if not _table_exists(cur, "fct_bill_reconciliation_daily"):
+        return pd.DataFrame()
+    return _df(
+        cur,
+        """
+        select day, provider, resource_id, status,
+               computed_cost_usd::double as computed_cost_usd, billed_cost_usd::double as billed_cost_usd,
+               effective_cost_usd::double as effective_cost_usd, difference_usd::double as difference_usd
+        from fct_bill_reconciliation_daily where day >= ? and day < ?
+        order by day, abs(difference_usd) desc
+        """,
+        [start, end],
+    )
+
+
+# ---------------------------------------------------------------- team lead
+
+
+@_query
+def team_totals(cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date) -> pd.DataFrame:
+    """One row per team: GPU-hours, measured hours, idle % over measured hours, cost."""
+    where, params = _team_filter(scope)
+    lo, hi = _bounds(start, end)
+    return _df(
+        cur,
+        f"""
+        with alloc as (
+            select team, sum(gpu_hours)::double as gpu_hours,
+                   sum(measured_gpu_hours)::double as measured_gpu_hours,
+                   sum(utilized_gpu_hours)::double as utilized_gpu_hours,
+                   sum(idle_cost_usd)::double as idle_cost_usd
+            from fct_gpu_allocation_hourly where hour >= ? and hour < ?{where}
+            group by all
+        ),
+        showback as (
+            select team, sum(chargeback_usd)::double as chargeback_usd, sum(direct_cost_usd)::double as direct_cost_usd
+            from fct_showback_daily where day >= ? and day < ? and not list_contains(?, namespace){where}
+            group by all
+        )
+        select team, coalesce(gpu_hours, 0) as gpu_hours, coalesce(measured_gpu_hours, 0) as measured_gpu_hours,
+               coalesce(utilized_gpu_hours, 0) as utilized_gpu_hours,
+               -- DESIGN §3: idle % over measured hours only; unmeasured hours are shown, not guessed
+               case when measured_gpu_hours > 0 then 1 - utilized_gpu_hours / measured_gpu_hours end as idle_pct,
+               coalesce(idle_cost_usd, 0) as idle_cost_usd,
+               coalesce(direct_cost_usd, 0) as direct_cost_usd,
+               coalesce(chargeback_usd, 0) as chargeback_usd
+        from alloc full join showback using (team)
+        order by chargeback_usd desc
+        """,
+        [lo, hi, *params, start, end, list(SYNTHETIC_LINES), *params],
+    )
+
+
+@_query
+def team_daily(cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date) -> pd.DataFrame:
+    """Per day and namespace: GPU-hours, idle GPU-hours and chargeback."""
+    where, params = _team_filter(scope)
+    return _df(
+        cur,
+        f"""
+        select day, team, namespace, sum(gpu_hours)::double as gpu_hours,
+               sum(idle_gpu_hours)::double as idle_gpu_hours, sum(chargeback_usd)::double as chargeback_usd
+        from fct_showback_daily where day >= ? and day < ? and not list_contains(?, namespace){where}
+        group by all order by day, team, namespace
+        """,
+        [start, end, list(SYNTHETIC_LINES), *params],
+    )
+
+
+@_query
+def idle_workloads(
+    cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date, limit: int = 10
+) -> pd.DataFrame:
+    """The workloads with the most idle-allocated GPU cost, with a utilisation series for a sparkline."""
+    where, params = _team_filter(scope)
+    lo, hi = _bounds(start, end)
+    # ~48 points per sparkline whatever the window
+    bucket_hours = max(1, int((hi - lo) / timedelta(hours=1)) // 48)
+    return _df(
+        cur,
+        f"""
+        with rows as (
+            select * from fct_gpu_allocation_hourly
+            where hour >= ? and hour < ? and gpu_hours > 0{where}
+        ),
+        totals as (
+            select cluster, namespace, team, workload_kind, workload, any_value(tier) as tier,
+                   sum(gpu_hours)::double as gpu_hours, sum(measured_gpu_hours)::double as measured_gpu_hours,
+                   sum(utilized_gpu_hours)::double as utilized_gpu_hours,
+                   sum(idle_gpu_hours)::double as idle_gpu_hours, sum(idle_cost_usd)::double as idle_cost_usd,
+                   sum(total_cost_usd)::double as cost_usd
+            from rows group by cluster, namespace, team, workload_kind, workload
+            order by idle_cost_usd desc, workload limit ?
+        ),
+        series as (
+            select cluster, namespace, workload_kind, workload, time_bucket(interval (?) hour, hour) as bucket,
+                   sum(utilized_gpu_hours) / nullif(sum(measured_gpu_hours), 0) as util
+            from rows semi join totals using (cluster, namespace, workload_kind, workload)
+            group by all
+        ),
+        spark as (
+            select cluster, namespace, workload_kind, workload,
+                   list(round(coalesce(util, 0) * 100, 1)::double order by bucket) as utilisation_pct
+            from series group by all
+        )
+        select t.*, case when measured_gpu_hours > 0 then 1 - utilized_gpu_hours / measured_gpu_hours end as idle_pct,
+               s.utilisation_pct
+        from totals t left join spark s using (cluster, namespace, workload_kind, workload)
+        order by idle_cost_usd desc, workload
+        """,
+        [lo, hi, *params, limit, bucket_hours],
+    )
+
+
+# ---------------------------------------------------------------- platform
+
+
+@_query
+def capacity_hourly(cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date) -> pd.DataFrame:
+    """Per hour and cluster: GPU capacity, allocated, utilised, fragmentation, nodes vs lower bound."""
+    scope.require_fleet()
+    lo, hi = _bounds(start, end)
+    return _df(
+        cur,
+        """
+        with used as (
+            select hour, cluster, sum(utilized_gpu_hours)::double as gpu_utilized
+            from fct_node_hourly where hour >= ? and hour < ? group by all
+        )
+        select c.hour::timestamp as hour, c.cluster, c.gpu_capacity::double as gpu_capacity,
+               c.gpu_allocated::double as gpu_allocated, coalesce(u.gpu_utilized, 0) as gpu_utilized,
+               c.gpu_unallocated::double as gpu_unallocated, c.fragmentation_gpus::double as fragmentation_gpus,
+               c.fragmentation_rate::double as fragmentation_rate, c.nodes_in_use, c.nodes_lower_bound,
+               case when c.nodes_in_use > 0 then c.nodes_lower_bound / c.nodes_in_use end as binpack_efficiency
+        from fct_cluster_capacity_hourly c left join used u using (hour, cluster)
+        where c.hour >= ? and c.hour < ?
+        order by c.hour, c.cluster
+        """,
+        [lo, hi, lo, hi],
+    )
+
+
+@_query
+def node_allocation(cur: duckdb.DuckDBPyConnection, scope: Scope, cluster: str | None = None) -> pd.DataFrame:
+    """Each GPU node at the latest hour: capacity, allocated and utilised GPUs (for the heatmap)."""
+    scope.require_fleet()
+    return _df(
+        cur,
+        """
+        with latest as (select cluster, max(hour) as hour from fct_node_hourly group by cluster)
+        select n.hour::timestamp as hour, n.cluster, n.node, n.node_pool, n.gpu_model,
+               n.gpu_capacity::double as gpu_capacity,
+               n.allocated_gpu_hours::double as gpu_allocated, n.utilized_gpu_hours::double as gpu_utilized,
+               n.unallocated_gpu_hours::double as gpu_free, n.node_cost_usd::double as node_cost_usd
+        from fct_node_hourly n join latest l using (cluster, hour)
+        where n.gpu_capacity > 0 and (? is null or n.cluster = ?)
+        order by n.cluster, n.node_pool, n.node
+        """,
+        [cluster, cluster],
+    )
+
+
+@_query
+def stranded_gpus(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
+    """Latest hour per cluster: free GPUs, and those stranded by fragmentation (DESIGN §3, Weng et al.)."""
+    scope.require_fleet()
+    return _df(
+        cur,
+        """
+        with latest as (select cluster, max(hour) as hour from fct_cluster_capacity_hourly group by cluster)
+        select c.cluster, c.hour::timestamp as hour, c.gpu_capacity::double as gpu_capacity,
+               c.gpu_unallocated::double as gpu_free, c.fragmentation_gpus::double as stranded_gpus,
+               c.fragmentation_rate::double as fragmentation_rate
+        from fct_cluster_capacity_hourly c join latest using (cluster, hour)
+        order by c.cluster
+        """,
+        [],
+    )
+
+
+@_query
+def pending_gpu_pods(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
+    """GPU pods waiting for a node, when the warehouse has a mart for them; else an empty frame."""
+    scope.require_fleet()
+    for name in ("fct_pending_gpu_pods", "fct_pending_gpu_pods_hourly"):
+        if _table_exists(cur, name):
+            return _df(cur, f"select * from {name} order by 1 desc limit 500", [])
+    return pd.DataFrame()
+
+
+# ---------------------------------------------------------------- recommendations (app DB)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def recommendations(warehouse: Warehouse, scope: Scope, kinds: tuple[str, ...] | None = None) -> pd.DataFrame | None:
+    """Recommendations the viewer may see, or None when the recommender has not written its table yet."""
+    with cursor(warehouse) as cur:
+        return recommendations_raw(cur, scope, warehouse.app_db_url, kinds)
+
+
+def recommendations_raw(
+    cur: duckdb.DuckDBPyConnection, scope: Scope, app_db_url: str | None, kinds: tuple[str, ...] | None = None
+) -> pd.DataFrame | None:
+    """Uncached form of ``recommendations`` (reports, tests)."""
+    namespaces = RAW["team_namespaces"](cur, scope) if scope.teams is not None else None
+    if not app_db_url:
+        return None
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(app_db_url)
+    try:
+        if not sa.inspect(engine).has_table("recommendations"):
+            return None
+        with engine.connect() as conn:
+            df = pd.read_sql(sa.text("select * from recommendations order by est_monthly_savings_usd desc"), conn)
+    except sa.exc.OperationalError:
+        return None
+    finally:
+        engine.dispose()
+    if kinds is not None:
+        df = df[df["kind"].isin(kinds)]
+    if namespaces is not None:
+        # team leads see recommendations for their own (cluster, namespace) pairs only
+        allowed = set(zip(namespaces["cluster"], namespaces["namespace"], strict=True))
+        mask = [(c, n) in allowed for c, n in zip(df["cluster"], df["namespace"], strict=True)]
+        df = df[mask]
+    elif not scope.fleet:
+        df = df.iloc[0:0]
+    return df.reset_index(drop=True)
+

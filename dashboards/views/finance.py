@@ -1,0 +1,98 @@
+"""Finance: chargeback per tenant and team, the cost lines, idle cost, forecast, budgets, the bill."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import streamlit as st
+
+from dashboards import charts, queries
+from dashboards.budgets import load_budgets
+from dashboards.metrics import budget_status, month_forecast
+from dashboards.session import current
+from dashboards.widgets import money, pct, table, window
+
+ctx = current()
+st.title("Finance")
+if not ctx.may_open("finance"):
+    st.error("The finance view needs the finance or admin role.")
+    st.stop()
+scope, wh = ctx.scope, ctx.warehouse
+
+span = window(ctx, "finance")
+if span is None:
+    st.info("The warehouse has no showback rows yet. Run `gpufinops build` after ingesting data.")
+    st.stop()
+start, end = span
+shared = tuple(ctx.settings.cost.shared_namespaces)
+spend = queries.spend_by_team_daily(wh, scope, start, end, shared)
+lines = queries.cost_lines_daily(wh, scope, start, end, shared)
+
+total = lines["total_usd"].sum()
+as_of = end - timedelta(days=1)
+month_start = as_of.replace(day=1)
+month_spend = queries.spend_by_team_daily(wh, scope, month_start, end, shared)
+forecast = month_forecast(queries.cost_lines_daily(wh, scope, month_start, end, shared), as_of, value="total_usd")
+
+st.caption(f"{start} to {as_of} (UTC). Charged back to teams + unrecovered = total cost.")
+k = st.columns(5)
+k[0].metric("Total cost", money(total))
+k[1].metric("Charged back to teams", money(lines["charged_to_teams_usd"].sum()))
+k[2].metric("Unallocated (idle capacity)", money(lines["unallocated_usd"].sum()))
+k[3].metric("Idle-allocated GPU cost", money(lines["idle_usd"].sum()),
+            help="GPU cost of allocated GPUs that sat idle: GPU part × (1 − utilisation).")
+k[4].metric(f"Forecast for {as_of:%B %Y}", money(forecast.forecast),
+            help=f"Month to date {money(forecast.month_to_date)} + {forecast.days_left} days × "
+                 f"run rate {money(forecast.run_rate_per_day)}/day (mean of the last 7 days).")
+
+st.plotly_chart(charts.cost_lines(lines), key="cost_lines_chart")
+table(lines, "cost_lines_daily")
+
+st.subheader("Spend by tenant and team")
+by = st.radio("Group by", ["team", "tenant"], horizontal=True, key="finance_by")
+if spend.empty:
+    st.info("No chargeback rows in this window.")
+else:
+    st.plotly_chart(charts.spend_over_time(spend, by=by), key="spend_chart")
+    summary = (
+        spend.groupby(["tenant", "team"], as_index=False)[
+            ["gpu_hours", "idle_gpu_hours", "direct_cost_usd", "idle_cost_usd", "shared_cost_usd",
+             "unallocated_share_usd", "chargeback_usd"]
+        ].sum().sort_values("chargeback_usd", ascending=False)
+    )
+    summary["idle_gpu_pct"] = summary["idle_gpu_hours"] / summary["gpu_hours"].where(summary["gpu_hours"] > 0)
+    table(summary, "chargeback_by_team", column_config={"idle_gpu_pct": st.column_config.NumberColumn(format="percent")})
+
+st.subheader("Budget vs actual")
+budgets = load_budgets(ctx.dashboard.budgets_file)
+status = budget_status(month_spend, budgets, as_of, ctx.dashboard.budget_alert_thresholds)
+if not budgets:
+    st.info(f"No budgets set. Add `team,monthly_budget_usd` rows to {ctx.dashboard.budgets_file}.")
+else:
+    alerts = status[status["alert"] != ""]
+    for row in alerts.itertuples():
+        st.warning(f"**{row.team}**: {row.alert} — month to date {money(row.month_to_date_usd)}, "
+                   f"forecast {money(row.forecast_usd)}, budget {money(row.monthly_budget_usd)}")
+    st.plotly_chart(charts.budget_vs_actual(status), key="budget_chart")
+table(status, "budget_vs_actual", column_config={
+    "pct_of_budget_actual": st.column_config.NumberColumn(format="percent"),
+    "pct_of_budget_forecast": st.column_config.NumberColumn(format="percent"),
+})
+
+st.subheader("Bill reconciliation")
+bill = queries.bill_reconciliation(wh, scope, start, end)
+if bill.empty:
+    st.info("No FOCUS bill loaded for these days (`gpufinops ingest billing --focus FILE`).")
+else:
+    by_status = bill.groupby("status", as_index=False).agg(
+        resources=("resource_id", "count"), computed_cost_usd=("computed_cost_usd", "sum"),
+        billed_cost_usd=("billed_cost_usd", "sum"), effective_cost_usd=("effective_cost_usd", "sum"),
+        difference_usd=("difference_usd", "sum"),
+    )
+    b = st.columns(3)
+    b[0].metric("Computed", money(bill["computed_cost_usd"].sum()))
+    b[1].metric("Billed (effective)", money(bill["effective_cost_usd"].sum()))
+    matched = (bill["status"] == "matched").mean()
+    b[2].metric("Lines matched", pct(matched))
+    table(by_status, "bill_reconciliation_status")
+    table(bill, "bill_reconciliation_daily")

@@ -1,0 +1,165 @@
+"""Orchestration: fleet -> pods -> schedule -> one lake run per (cluster, day), plus the price card."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+
+from gpufinops.errors import InputError
+from ingest.demo.catalog import GPU_MODELS, InstanceCatalog
+from ingest.demo.fleet import Fleet, build_fleet
+from ingest.demo.scheduler import ScheduleStats, schedule
+from ingest.demo.snapshots import ClusterSnapshots
+from ingest.demo.telemetry import ClusterTelemetry, GenAiSeries
+from ingest.demo.workload import WorkloadOptions, _Trace, make_pods
+from ingest.lake import LakeWriter, list_runs
+from ingest.price_card import default_price_card_path, write_price_card
+from ingest.schema import TABLES
+
+__all__ = ["DemoOptions", "DemoSummary", "DEMO_SOURCE", "DEMO_TABLES", "default_data_dir", "generate_demo", "plan_days"]
+
+DEMO_SOURCE = "demo"
+DEMO_TABLES = ("k8s_nodes", "k8s_pods", "k8s_namespaces", "gpu_samples", "container_usage")
+_CHUNK_S = 6 * 3600  # DCGM rows are generated a quarter-day at a time to bound memory
+
+
+def default_data_dir() -> Path:
+    """``<repo>/../shared/data``: where the project keeps the public traces."""
+    return Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+@dataclass
+class DemoOptions:
+    days: int = 14
+    clusters: int = 2
+    nodes: int = 150
+    seed: int = 42
+    start: date = date(2026, 11, 1)
+    snapshot_interval_s: int = 60  # k8s snapshots
+    dcgm_interval_s: int = 60
+    gpus_per_node: int | None = None  # e.g. 8: every node an 8-GPU node (the bench fleet)
+    target_allocation: float = 0.72
+    data_dir: Path = field(default_factory=default_data_dir)
+    price_card: Path = field(default_factory=default_price_card_path)
+
+    def check(self) -> None:
+        if self.days < 1:
+            raise InputError(f"--days must be ≥ 1, got {self.days}")
+        if self.clusters < 1:
+            raise InputError(f"--clusters must be ≥ 1, got {self.clusters}")
+        if self.nodes < 4 * self.clusters:
+            raise InputError(f"--nodes must be ≥ 4 per cluster ({4 * self.clusters}), got {self.nodes}")
+        for name, v in (("--snapshot-interval", self.snapshot_interval_s), ("--dcgm-interval", self.dcgm_interval_s)):
+            if v < 60 or v % 60 or 86400 % v:
+                raise InputError(f"{name} must be a whole number of minutes dividing a day, got {v}s")
+        if not 0.1 <= self.target_allocation <= 0.95:
+            raise InputError(f"--target-allocation must be in [0.1, 0.95], got {self.target_allocation}")
+        for f in ("openb/openb_node_list_gpu_node.csv", "openb/openb_pod_list_default.csv",
+                  "genai/pod_gpu_duty_cycle_anon.csv.gz"):
+            if not (self.data_dir / f).is_file():
+                raise InputError(f"trace file {self.data_dir / f} is missing (set --data-dir / GPUFINOPS_DEMO_DATA_DIR)")
+
+    @property
+    def window(self) -> tuple[datetime, datetime]:
+        s = datetime(self.start.year, self.start.month, self.start.day, tzinfo=UTC)
+        return s, s + timedelta(days=self.days)
+
+
+@dataclass
+class DemoSummary:
+    clusters: list[str]
+    nodes: int
+    gpus_by_model: dict[str, int]
+    pods: int
+    pending_gpu_pods: int
+    rows: dict[str, int]
+    seconds: float
+    schedule: dict[str, ScheduleStats] = field(default_factory=dict)
+
+
+def plan_days(opts: DemoOptions, fleet: Fleet) -> list[tuple[str, datetime, datetime]]:
+    s, e = opts.window
+    return [(c.name, s + timedelta(days=d), min(e, s + timedelta(days=d + 1))) for c in fleet.clusters for d in range(opts.days)]
+
+
+def _clear_stale(writer: LakeWriter, planned: set[tuple[str, str, str]]) -> None:
+    """Empty the demo slices a previous run wrote that this one will not overwrite."""
+    empty = {t: pa.table({f.name: pa.array([], f.type) for f in TABLES[t].schema}) for t in DEMO_TABLES}
+    for rec in list_runs(writer.root):
+        if rec.source != DEMO_SOURCE or rec.status != "committed" or not any(rec.rows.values()):
+            continue
+        key = (rec.cluster, rec.window_start, rec.window_end)
+        if key in planned:
+            continue
+        with writer.run(DEMO_SOURCE, rec.cluster, datetime.fromisoformat(rec.window_start),
+                        datetime.fromisoformat(rec.window_end)) as run:
+            for t in DEMO_TABLES:
+                run.add(t, empty[t])
+
+
+def generate_demo(
+    lake_dir: Path,
+    opts: DemoOptions,
+    *,
+    on_start: Callable[[int], None] | None = None,
+    on_step: Callable[[str], None] | None = None,
+) -> DemoSummary:
+    """Write the demo fleet into the lake; re-running with the same options rewrites the same slices."""
+    t_start = time.perf_counter()
+    opts.check()
+    writer = LakeWriter(lake_dir)
+    rows: Counter[str] = Counter()
+    rows["prices"] += write_price_card(writer, opts.price_card)
+    catalog = InstanceCatalog(opts.price_card)
+    w0, w1 = opts.window
+    ws, we = w0.timestamp(), w1.timestamp()
+    fleet = build_fleet(
+        openb_dir=opts.data_dir / "openb", catalog=catalog, clusters=opts.clusters, nodes=opts.nodes,
+        window_start=ws, window_end=we, seed=opts.seed, gpus_per_node=opts.gpus_per_node,
+    )
+    days = plan_days(opts, fleet)
+    _clear_stale(writer, {(c, a.isoformat(), b.isoformat()) for c, a, b in days})
+    if on_start:
+        on_start(len(days))
+    genai = GenAiSeries.load(opts.data_dir / "genai")
+    wopts = WorkloadOptions(ws, we, opts.seed, target_allocation=opts.target_allocation)
+    trace = _Trace(opts.data_dir / "openb", wopts)
+    n_pods = pending = 0
+    stats: dict[str, ScheduleStats] = {}
+    for spec in fleet.clusters:
+        nodes = fleet.of(spec.name)
+        pods = make_pods(fleet, spec.name, opts.data_dir / "openb", wopts, trace)
+        layout, stats[spec.name] = schedule(nodes, pods, we)
+        n_pods += len(pods)
+        pending += sum(1 for p in pods if p.cls not in ("cpu", "system") and p.sched != p.created)
+        tele = ClusterTelemetry(nodes, layout, pods, genai, opts.seed)
+        snaps = ClusterSnapshots(nodes, pods, ws)
+        for cluster, d0, d1 in (d for d in days if d[0] == spec.name):
+            a, b = d0.timestamp(), d1.timestamp()
+            with writer.run(DEMO_SOURCE, cluster, d0, d1) as run:
+                rows["k8s_nodes"] += run.add("k8s_nodes", snaps.k8s_nodes(a, b, opts.snapshot_interval_s))
+                rows["k8s_namespaces"] += run.add("k8s_namespaces", snaps.k8s_namespaces(a, b, opts.snapshot_interval_s))
+                rows["k8s_pods"] += run.add("k8s_pods", snaps.k8s_pods(a, b, opts.snapshot_interval_s))
+                t = a
+                while t < b:
+                    u = min(b, t + _CHUNK_S)
+                    rows["gpu_samples"] += run.add("gpu_samples", tele.gpu_samples(t, u, opts.dcgm_interval_s))
+                    rows["container_usage"] += run.add("container_usage", tele.container_usage(t, u, opts.dcgm_interval_s))
+                    t = u
+            if on_step:
+                on_step(f"{cluster} {d0.date()}")
+    gpus: Counter[str] = Counter()
+    for n in fleet.nodes:
+        if n.gpu_count:
+            gpus[GPU_MODELS[n.gpu_model].key] += n.gpu_count
+    return DemoSummary(
+        clusters=[c.name for c in fleet.clusters], nodes=len(fleet.nodes), gpus_by_model=dict(gpus),
+        pods=n_pods, pending_gpu_pods=pending, rows=dict(rows), seconds=time.perf_counter() - t_start,
+        schedule=stats,
+    )

@@ -1,0 +1,457 @@
+"""The kinds of expectation a landing-table suite is made of: one small typed class each.
+
+Every check has two faces that must agree:
+- :meth:`Check.find` — an exact, vectorised test of the *whole* batch with ``pyarrow.compute``
+  (or a row hash for keys); it decides whether the batch passes;
+- :meth:`Check.expectation` — the same rule as a Great Expectations expectation, run by the gate on
+  the offending rows only, to express the failure and to produce the result the message is made from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "Check",
+    "Found",
+    "NotNull",
+    "InRange",
+    "InSet",
+    "UniqueKey",
+    "PairOrdered",
+    "QuantitiesInRange",
+    "CHECK_KINDS",
+    "format_value",
+]
+
+# Rows handed to GX per failed check: enough for a faithful result and a few examples, bounded so
+# that a batch of millions of bad rows does not turn the failure path into a pandas marathon.
+GE_MAX_ROWS = 2000
+_EXAMPLES = 3
+
+
+@dataclass
+class Found:
+    """What :meth:`Check.find` saw: the exact count over the batch and the offending row indices."""
+
+    count: int  # offending values (rows; for keys: rows sharing a duplicated key)
+    rows: pa.Array  # int64 indices into the batch, ascending (all of them)
+    examples: list[Any]  # a few offending values, as pyarrow saw them
+    detail: str = ""  # extra words for the message (e.g. number of duplicated keys)
+
+
+def format_value(v: Any) -> str:
+    if isinstance(v, float | np.floating):
+        return "nan" if v != v else repr(round(float(v), 6))
+    if isinstance(v, tuple):
+        return "(" + ", ".join(format_value(x) for x in v) + ")"
+    if isinstance(v, dict):
+        return "(" + ", ".join(f"{k}={format_value(x)}" for k, x in v.items()) + ")"
+    if hasattr(v, "isoformat"):  # every time in the lake is UTC; GX sees them zone-less
+        text = v.isoformat()
+        return text.replace("+00:00", "Z") if getattr(v, "tzinfo", None) is not None else text + "Z"
+    if v is None or (not isinstance(v, str) and _is_na(v)):
+        return "null"
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def _is_na(v: Any) -> bool:
+    try:
+        return bool(v != v)
+    except (TypeError, ValueError):
+        return False
+
+
+def _first_distinct(values: list[Any], n: int = _EXAMPLES) -> list[Any]:
+    out: list[Any] = []
+    seen: set[str] = set()
+    for v in values:
+        k = format_value(v)
+        if k not in seen:
+            seen.add(k)
+            out.append(v)
+        if len(out) == n:
+            break
+    return out
+
+
+def to_pandas(table: pa.Table) -> Any:
+    """A pandas frame for GX, with UTC times made zone-less (GX's pandas path drops zones anyway)."""
+    df = table.to_pandas()
+    for name in df.columns:
+        if getattr(df[name].dtype, "tz", None) is not None:
+            df[name] = df[name].dt.tz_convert(None)
+    return df
+
+
+def _rows_of(mask: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return pc.indices_nonzero(pc.fill_null(mask, False))  # type: ignore[attr-defined]
+
+
+class Check:
+    """One rule over a landing table. Subclasses are small frozen dataclasses."""
+
+    kind: ClassVar[str] = ""
+
+    @property
+    def label(self) -> str:
+        """The column (or columns) a message names, after ``<table>.``."""
+        raise NotImplementedError
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns GX needs to see to evaluate :meth:`expectation`."""
+        raise NotImplementedError
+
+    def find(self, data: pa.Table) -> Found | None:
+        """Exact test of the whole batch; ``None`` when every row passes."""
+        raise NotImplementedError
+
+    def expectation(self, gxe: Any) -> Any:
+        raise NotImplementedError
+
+    def frame(self, data: pa.Table, rows: pa.Array) -> Any:
+        """The pandas frame GX validates: the offending rows (bounded) of :attr:`columns`."""
+        return to_pandas(data.select(list(self.columns)).take(rows[:GE_MAX_ROWS]))
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        """The message after ``<table>.<label>: `` — a count, what is wrong, a few examples."""
+        raise NotImplementedError
+
+    def ge_examples(self, values: list[Any]) -> list[Any]:
+        """Examples for the message from GX's ``partial_unexpected_list`` (empty: use pyarrow's)."""
+        return values
+
+    def applies_to(self, data: pa.Table) -> bool:
+        return all(c in data.column_names for c in self._source_columns())
+
+    def _source_columns(self) -> tuple[str, ...]:
+        return self.columns
+
+
+def _eg(examples: list[Any]) -> str:
+    return (", e.g. " + ", ".join(format_value(v) for v in examples)) if examples else ""
+
+
+@dataclass(frozen=True)
+class NotNull(Check):
+    column: str
+    kind: ClassVar[str] = "not_null"
+
+    @property
+    def label(self) -> str:
+        return self.column
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def find(self, data: pa.Table) -> Found | None:
+        col = data.column(self.column)
+        if col.null_count == 0:
+            return None
+        rows = _rows_of(pc.is_null(col))
+        return Found(len(rows), rows, [], detail=f"first at row {rows[0].as_py()}")
+
+    def expectation(self, gxe: Any) -> Any:
+        return gxe.ExpectColumnValuesToNotBeNull(column=self.column)
+
+    def frame(self, data: pa.Table, rows: pa.Array) -> Any:
+        # Nested values (maps, lists) mean nothing to GX's null test; their validity does.
+        col = data.column(self.column)
+        if pa.types.is_nested(col.type):
+            col = pc.if_else(pc.is_null(col), pa.scalar(None, pa.bool_()), True)
+        return to_pandas(pa.table({self.column: col}).take(rows[:GE_MAX_ROWS]))
+
+    def ge_examples(self, values: list[Any]) -> list[Any]:
+        return []  # GX lists the nulls themselves; the row numbers say more
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        return f"{count} null value{'s' if count != 1 else ''} in a required column ({detail})"
+
+
+@dataclass(frozen=True)
+class InRange(Check):
+    """``min_value <= v <= max_value`` (``<`` with ``strict_min``); NaN is out of range, null is not checked."""
+
+    column: str
+    min_value: float | None = None
+    max_value: float | None = None
+    strict_min: bool = False
+    kind: ClassVar[str] = "in_range"
+
+    @property
+    def label(self) -> str:
+        return self.column
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def _mask(self, col: pa.ChunkedArray) -> pa.ChunkedArray:
+        parts = []
+        if self.min_value is not None:
+            lo = self.min_value
+            parts.append(pc.less_equal(col, lo) if self.strict_min else pc.less(col, lo))
+        if self.max_value is not None:
+            parts.append(pc.greater(col, self.max_value))
+        if pa.types.is_floating(col.type):
+            parts.append(pc.is_nan(col))
+        mask = parts[0]
+        for p in parts[1:]:
+            mask = pc.or_(mask, p)
+        return pc.fill_null(mask, False)
+
+    def find(self, data: pa.Table) -> Found | None:
+        col = data.column(self.column)
+        if col.null_count == len(col):
+            return None
+        mask = self._mask(col)
+        if not pc.any(mask).as_py():
+            return None
+        rows = _rows_of(mask)
+        return Found(len(rows), rows, _first_distinct(col.take(rows[:50]).to_pylist()))
+
+    def expectation(self, gxe: Any) -> Any:
+        return gxe.ExpectColumnValuesToBeBetween(
+            column=self.column, min_value=self.min_value, max_value=self.max_value, strict_min=self.strict_min
+        )
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        s = "s" if count != 1 else ""
+        lo, hi = self.min_value, self.max_value
+        if lo is not None and hi is not None:
+            what = f"outside [{lo:g}, {hi:g}]"
+        elif lo is not None:
+            what = f"not > {lo:g}" if self.strict_min else f"below {lo:g}"
+        else:
+            what = f"above {hi:g}"
+        return f"{count} value{s} {what}{_eg(examples)}"
+
+
+@dataclass(frozen=True)
+class InSet(Check):
+    column: str
+    value_set: tuple[str, ...]
+    kind: ClassVar[str] = "in_set"
+
+    @property
+    def label(self) -> str:
+        return self.column
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def find(self, data: pa.Table) -> Found | None:
+        col = data.column(self.column)
+        mask = pc.and_(pc.is_valid(col), pc.invert(pc.is_in(col, value_set=pa.array(self.value_set, col.type))))
+        if not pc.any(mask).as_py():
+            return None
+        rows = _rows_of(mask)
+        return Found(len(rows), rows, _first_distinct(col.take(rows[:200]).to_pylist()))
+
+    def expectation(self, gxe: Any) -> Any:
+        return gxe.ExpectColumnValuesToBeInSet(column=self.column, value_set=list(self.value_set))
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        s = "s" if count != 1 else ""
+        return f"{count} value{s} not in {{{', '.join(self.value_set)}}}{_eg(examples)}"
+
+
+@dataclass(frozen=True)
+class UniqueKey(Check):
+    """The key columns are unique within the batch (nulls compare equal, as in a GROUP BY).
+
+    The whole batch is hashed (polars' row hash, vectorised); only rows whose hash repeats are then
+    compared exactly, so a hash collision can never reject a clean batch.
+    """
+
+    key: tuple[str, ...]
+    kind: ClassVar[str] = "unique_key"
+
+    @property
+    def label(self) -> str:
+        return "(" + ", ".join(self.key) + ")"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.key
+
+    def find(self, data: pa.Table) -> Found | None:
+        if data.num_rows < 2:
+            return None
+        import polars as pl
+
+        keys = data.select(list(self.key))
+        hashes = pl.from_arrow(keys).hash_rows()  # type: ignore[union-attr]
+        candidates = np.flatnonzero(hashes.is_duplicated().to_numpy())
+        if len(candidates) == 0:
+            return None
+        subset = pl.from_arrow(keys.take(pa.array(candidates)))
+        exact = subset.is_duplicated().to_numpy()  # type: ignore[union-attr]
+        if not exact.any():
+            return None  # only hash collisions
+        rows = pa.array(candidates[exact], pa.int64())
+        dup = keys.take(rows)
+        groups = dup.group_by(list(self.key), use_threads=False).aggregate([([], "count_all")])
+        examples = [tuple(r[k] for k in self.key) for r in groups.slice(0, _EXAMPLES).to_pylist()]
+        return Found(len(rows), rows, examples, detail=f"{groups.num_rows} duplicated key{'s' if groups.num_rows != 1 else ''}")
+
+    def frame(self, data: pa.Table, rows: pa.Array) -> Any:
+        dup = data.select(list(self.key)).take(rows)
+        if len(rows) <= GE_MAX_ROWS:
+            return to_pandas(dup)
+        # Keep duplicate groups together (sorted by key) so that the rows GX sees still repeat.
+        return to_pandas(dup.take(pc.sort_indices(dup, [(k, "ascending") for k in self.key])).slice(0, GE_MAX_ROWS))
+
+    def ge_examples(self, values: list[Any]) -> list[Any]:
+        # pandas shows a null key part as NaN/NaT; print it as the null it is
+        return [
+            tuple(None if _is_na(v.get(k)) else v.get(k) for k in self.key) if isinstance(v, dict)
+            else (None if _is_na(v) else v,) if len(self.key) == 1 else v
+            for v in values
+        ]
+
+    def expectation(self, gxe: Any) -> Any:
+        if len(self.key) == 1:
+            return gxe.ExpectColumnValuesToBeUnique(column=self.key[0])
+        return gxe.ExpectCompoundColumnsToBeUnique(column_list=list(self.key), ignore_row_if="never")
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        return f"{count} rows share a key ({detail}){_eg(examples)}"
+
+
+@dataclass(frozen=True)
+class PairOrdered(Check):
+    """``later > earlier`` (or ``>=``) wherever both are set."""
+
+    later: str
+    earlier: str
+    or_equal: bool = False
+    kind: ClassVar[str] = "pair_ordered"
+
+    @property
+    def label(self) -> str:
+        return self.later
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self.earlier, self.later)
+
+    def find(self, data: pa.Table) -> Found | None:
+        a, b = data.column(self.later), data.column(self.earlier)
+        mask = pc.fill_null(pc.less(a, b) if self.or_equal else pc.less_equal(a, b), False)
+        if not pc.any(mask).as_py():
+            return None
+        rows = _rows_of(mask)
+        pairs = data.select([self.earlier, self.later]).take(rows[:_EXAMPLES]).to_pylist()
+        return Found(len(rows), rows, [dict(p) for p in pairs])
+
+    def expectation(self, gxe: Any) -> Any:
+        return gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+            column_A=self.later, column_B=self.earlier, or_equal=self.or_equal, ignore_row_if="either_value_is_missing"
+        )
+
+    def ge_examples(self, values: list[Any]) -> list[Any]:
+        return []  # GX lists the pairs as zone-less strings; pyarrow's examples name both columns
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        s = "s" if count != 1 else ""
+        op = ">=" if self.or_equal else ">"
+        return f"{count} row{s} where {self.later} is not {op} {self.earlier}{_eg(examples)}"
+
+
+@dataclass(frozen=True)
+class QuantitiesInRange(Check):
+    """Every quantity in a resource map (``capacity``) or in the containers' ``requests``/``limits``
+    maps (``containers.requests``) is >= ``min_value`` and not NaN.
+
+    GX sees a derived column per row, the smallest quantity of the row (NaN where one is NaN).
+    """
+
+    column: str  # "capacity" or "containers.requests"
+    min_value: float = 0.0
+    kind: ClassVar[str] = "quantities_in_range"
+
+    @property
+    def label(self) -> str:
+        return self.column
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self._derived,)
+
+    @property
+    def _derived(self) -> str:
+        return self.column.replace(".", "_") + "_min"
+
+    def _source_columns(self) -> tuple[str, ...]:
+        return (self.column.split(".")[0],)
+
+    def _flat(self, data: pa.Table) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """(row index, resource name, quantity) for every quantity in the batch."""
+        top, _, field = self.column.partition(".")
+        arr = data.column(top).combine_chunks()
+        if field:  # list<struct<..., field: map>>: container -> row, item -> container
+            row_of_container = pc.list_parent_indices(arr).to_numpy()
+            container_of_item, names, values = _map_items(pc.struct_field(pc.list_flatten(arr), field))
+            return pa.array(row_of_container[container_of_item]), names, values
+        rows, names, values = _map_items(arr)
+        return pa.array(rows), names, values
+
+    def find(self, data: pa.Table) -> Found | None:
+        rows, names, values = self._flat(data)
+        bad = pc.fill_null(pc.or_(pc.less(values, self.min_value), pc.is_nan(values)), False)
+        if len(values) == 0 or not pc.any(bad).as_py():
+            return None
+        bad_rows = pc.unique(pc.filter(rows, bad)).cast(pa.int64())
+        bad_rows = pc.take(bad_rows, pc.sort_indices(bad_rows))
+        first = pc.indices_nonzero(bad)[:_EXAMPLES]  # type: ignore[attr-defined]
+        examples = [{n: v} for n, v in zip(pc.take(names, first).to_pylist(), pc.take(values, first).to_pylist(), strict=True)]
+        return Found(len(bad_rows), bad_rows, examples)
+
+    def frame(self, data: pa.Table, rows: pa.Array) -> Any:
+        import pandas as pd
+
+        rows = rows[:GE_MAX_ROWS]
+        sub = data.select([self._source_columns()[0]]).take(rows)
+        flat_rows, _, values = self._flat(sub)
+        t = pa.table({"r": flat_rows, "v": pc.if_else(pc.is_nan(values), float("-inf"), values)})
+        mins = t.group_by("r").aggregate([("v", "min")]).sort_by("r")
+        out = np.full(len(rows), np.nan)
+        out[mins.column("r").to_numpy()] = mins.column("v_min").to_numpy()
+        return pd.DataFrame({self._derived: out})
+
+    def expectation(self, gxe: Any) -> Any:
+        return gxe.ExpectColumnValuesToBeBetween(column=self._derived, min_value=self.min_value)
+
+    def ge_examples(self, values: list[Any]) -> list[Any]:
+        return []  # GX sees each row's smallest quantity; pyarrow's examples name the resource
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        s = "s" if count != 1 else ""
+        return f"{count} row{s} with a quantity below {self.min_value:g} or NaN{_eg(examples)}"
+
+
+def _map_items(maps: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
+    """(parent index, key, value) of every entry of a map array.
+
+    Computed from the offsets: pyarrow 26's list kernels abort the process on map arrays.
+    """
+    if isinstance(maps, pa.ChunkedArray):
+        maps = maps.combine_chunks()
+    offsets = maps.offsets.to_numpy()
+    parents = np.repeat(np.arange(len(maps)), np.diff(offsets))
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    return parents, maps.keys.slice(lo, hi - lo), maps.items.slice(lo, hi - lo)
+
+
+CHECK_KINDS: dict[str, type[Check]] = {
+    c.kind: c for c in (NotNull, InRange, InSet, UniqueKey, PairOrdered, QuantitiesInRange)
+}

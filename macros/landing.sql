@@ -1,0 +1,132 @@
+{#- Reading the Parquet landing lake (ingest/lake.py layout):
+      <lake_root>/<table>/cluster=<c>/day=<YYYY-MM-DD>/*.parquet
+    The file list is resolved with DuckDB's glob() when the model runs, so a table with no
+    files yet (e.g. billing_focus) becomes a typed empty relation instead of an error. -#}
+
+{% macro landing_columns(table) -%}
+  {#- DuckDB types of the landing columns; must match ingest/schema.py (a pytest checks it). -#}
+  {%- set qty = 'map(varchar, double)' -%}
+  {%- set smap = 'map(varchar, varchar)' -%}
+  {%- set ctr = 'struct(name varchar, requests ' ~ qty ~ ', limits ' ~ qty ~ ')[]' -%}
+  {%- set run = {'cluster': 'varchar', 'ingest_run_id': 'varchar', 'ingested_at': 'timestamp with time zone'} -%}
+  {%- set ts = 'timestamp with time zone' -%}
+  {%- set tables = {
+    'k8s_nodes': [('snapshot_ts', ts), ('node', 'varchar'), ('uid', 'varchar'), ('provider', 'varchar'),
+                  ('provider_id', 'varchar'), ('instance_type', 'varchar'), ('region', 'varchar'),
+                  ('zone', 'varchar'), ('capacity_type', 'varchar'), ('node_pool', 'varchar'),
+                  ('labels', smap), ('annotations', smap),
+                  ('taints', 'struct(key varchar, value varchar, effect varchar)[]'),
+                  ('unschedulable', 'boolean'), ('capacity', qty), ('allocatable', qty),
+                  ('gpu_product', 'varchar'), ('gpu_count', 'integer'), ('gpu_memory_mib', 'bigint'),
+                  ('gpu_replicas', 'integer'), ('mig_config', 'varchar'), ('mig_strategy', 'varchar')],
+    'k8s_pods': [('snapshot_ts', ts), ('namespace', 'varchar'), ('pod', 'varchar'), ('uid', 'varchar'),
+                 ('node', 'varchar'), ('phase', 'varchar'), ('qos_class', 'varchar'), ('priority', 'integer'),
+                 ('priority_class', 'varchar'), ('owner_kind', 'varchar'), ('owner_name', 'varchar'),
+                 ('labels', smap), ('annotations', smap), ('containers', ctr), ('init_containers', ctr),
+                 ('start_time', ts)],
+    'k8s_namespaces': [('snapshot_ts', ts), ('namespace', 'varchar'), ('labels', smap), ('annotations', smap)],
+    'gpu_samples': [('ts', ts), ('hostname', 'varchar'), ('gpu', 'integer'), ('uuid', 'varchar'),
+                    ('model_name', 'varchar'), ('mig_profile', 'varchar'), ('mig_instance', 'integer'),
+                    ('namespace', 'varchar'), ('pod', 'varchar'), ('container', 'varchar'),
+                    ('gr_engine_active', 'float'), ('gpu_util', 'float'), ('fb_used_mib', 'float'),
+                    ('fb_free_mib', 'float'), ('power_w', 'float'), ('tensor_active', 'float')],
+    'container_usage': [('ts', ts), ('namespace', 'varchar'), ('pod', 'varchar'), ('container', 'varchar'),
+                        ('cpu_cores', 'float'), ('memory_working_set_bytes', 'double')],
+    'prices': [('provider', 'varchar'), ('region', 'varchar'), ('instance_type', 'varchar'),
+               ('capacity_type', 'varchar'), ('usd_per_hour', 'double'), ('gpu_usd_per_hour', 'double'),
+               ('currency', 'varchar'), ('effective_from', ts), ('effective_to', ts), ('source', 'varchar')],
+    'billing_focus': [('BillingPeriodStart', ts), ('BillingPeriodEnd', ts), ('ChargePeriodStart', ts),
+                      ('ChargePeriodEnd', ts), ('BillingAccountId', 'varchar'), ('SubAccountId', 'varchar'),
+                      ('ProviderName', 'varchar'), ('PublisherName', 'varchar'), ('InvoiceIssuerName', 'varchar'),
+                      ('ServiceName', 'varchar'), ('ServiceCategory', 'varchar'), ('ChargeCategory', 'varchar'),
+                      ('ChargeClass', 'varchar'), ('ChargeDescription', 'varchar'), ('ChargeFrequency', 'varchar'),
+                      ('PricingCategory', 'varchar'), ('CommitmentDiscountId', 'varchar'), ('ResourceId', 'varchar'),
+                      ('ResourceName', 'varchar'), ('ResourceType', 'varchar'), ('RegionId', 'varchar'),
+                      ('AvailabilityZone', 'varchar'), ('SkuId', 'varchar'), ('SkuPriceId', 'varchar'),
+                      ('ConsumedQuantity', 'double'), ('ConsumedUnit', 'varchar'), ('PricingQuantity', 'double'),
+                      ('PricingUnit', 'varchar'), ('ListCost', 'double'), ('ContractedCost', 'double'),
+                      ('BilledCost', 'double'), ('EffectiveCost', 'double'), ('BillingCurrency', 'varchar'),
+                      ('Tags', smap), ('focus_version', 'varchar'), ('extra_columns', 'varchar'),
+                      ('source_file', 'varchar'), ('file_hash', 'varchar'), ('row_hash', 'varchar')],
+  } -%}
+  {%- if table not in tables -%}
+    {{ exceptions.raise_compiler_error("lake_scan: unknown landing table '" ~ table ~ "'") }}
+  {%- endif -%}
+  {%- set cols = [] -%}
+  {%- for name, typ in tables[table] -%}{%- do cols.append((name, typ)) -%}{%- endfor -%}
+  {%- for name in ['cluster', 'ingest_run_id', 'ingested_at'] -%}{%- do cols.append((name, run[name])) -%}{%- endfor -%}
+  {{ return(cols) }}
+{%- endmacro %}
+
+
+{% macro lake_files(table, since_day=none) -%}
+  {#- The table's Parquet files, optionally only the day= partitions at/after since_day. -#}
+  {%- if not execute -%}{{ return([]) }}{%- endif -%}
+  {%- set root = var('lake_root') | string -%}
+  {%- set pattern = root.rstrip('/') ~ '/' ~ table ~ '/cluster=*/day=*/*.parquet' -%}
+  {%- set res = run_query("select file from glob('" ~ pattern | replace("'", "''") ~ "') order by file") -%}
+  {%- set files = [] -%}
+  {%- for f in res.columns[0].values() -%}
+    {%- set day = (f.split('/day=')[-1])[:10] -%}
+    {%- if since_day is none or day >= since_day -%}{%- do files.append(f) -%}{%- endif -%}
+  {%- endfor -%}
+  {{ return(files) }}
+{%- endmacro %}
+
+
+{% macro lake_scan(table, since_day=none) -%}
+  {%- set cols = landing_columns(table) -%}
+  {%- set files = lake_files(table, since_day) -%}
+  {%- if files | length > 0 -%}
+    (select {% for name, typ in cols %}cast("{{ name }}" as {{ typ }}) as "{{ name }}"{{ ", " if not loop.last }}{% endfor %}
+     from read_parquet([{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}],
+                       union_by_name = true, hive_partitioning = false))
+  {%- else -%}
+    (select {% for name, typ in cols %}cast(null as {{ typ }}) as "{{ name }}"{{ ", " if not loop.last }}{% endfor %} where false)
+  {%- endif -%}
+{%- endmacro %}
+
+
+{% macro incremental_cutoff_sql(time_column='hour') -%}
+  {#- SQL for the first hour an incremental run rebuilds: newest hour in the target minus the lookback. -#}
+  (select coalesce(max({{ time_column }}), cast('1970-01-01 00:00:00' as timestamp))
+          - {{ hours_interval(var('incremental_lookback_hours')) }} from {{ this }})
+{%- endmacro %}
+
+
+{% macro hours_interval(n) -%}
+  to_microseconds(cast(round(({{ n }}) * 3600000000) as bigint))
+{%- endmacro %}
+
+
+{% macro landing_input(stg_model, table, time_column='hour') -%}
+  {#- The staging model, or in a real incremental run the same staging SQL over only the day=
+      partitions the run needs (so one new hour does not rescan the month). Unit tests and full
+      builds read the staging model itself. -#}
+  {%- if is_incremental() and var('prune_partitions') and execute -%}
+    {%- set res = run_query("select cast(max(" ~ time_column ~ ") as varchar) from " ~ this) -%}
+    {%- set newest = res.columns[0].values()[0] -%}
+    {%- if newest is none -%}
+      {{ ref(stg_model) }}
+    {%- else -%}
+      {%- set margin_h = var('incremental_lookback_hours') + 1 + (var('snapshot_interval_s') * var('coverage_cap_factor')) / 3600 -%}
+      {%- set q = "select strftime(cast('" ~ newest ~ "' as timestamp with time zone) at time zone 'UTC' - to_microseconds(cast(" ~ (margin_h * 3600000000) | int ~ " as bigint)), '%Y-%m-%d')" -%}
+      {%- set since_day = run_query(q).columns[0].values()[0] -%}
+      ({{ staging_select(table, lake_scan(table, since_day)) }})
+    {%- endif -%}
+  {%- else -%}
+    {{ ref(stg_model) }}
+  {%- endif -%}
+{%- endmacro %}
+
+
+{% macro optional_seed(name, columns) -%}
+  {#- A seed another part owns (e.g. namespace_teams): the loaded table, or a typed empty relation
+      when it has not been loaded, so attribution still works without the mapping. -#}
+  {%- set rel = adapter.get_relation(database=target.database, schema=target.schema, identifier=name) if execute else none -%}
+  {%- if rel is not none -%}
+    (select {% for c in columns %}cast("{{ c }}" as varchar) as "{{ c }}"{{ ", " if not loop.last }}{% endfor %} from {{ rel }})
+  {%- else -%}
+    (select {% for c in columns %}cast(null as varchar) as "{{ c }}"{{ ", " if not loop.last }}{% endfor %} where false)
+  {%- endif -%}
+{%- endmacro %}

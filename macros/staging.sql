@@ -1,0 +1,49 @@
+{#- The staging SQL of each landing table over a relation (the whole lake in the stg_ views,
+    or only the recent day= partitions in an incremental run; see landing_input). Times become
+    naive UTC timestamps; nothing else is derived here except the utilisation of a DCGM sample. -#}
+
+{% macro utc(col) -%}
+  cast(timezone('UTC', {{ col }}) as timestamp)
+{%- endmacro %}
+
+
+{% macro staging_select(table, relation) -%}
+  {%- if table == 'k8s_nodes' -%}
+    select cluster, {{ utc('snapshot_ts') }} as snapshot_ts, node, uid as node_uid, coalesce(provider, 'unknown') as provider,
+           provider_id, instance_type, region, zone, coalesce(capacity_type, 'on_demand') as capacity_type,
+           node_pool, labels, annotations, coalesce(unschedulable, false) as unschedulable, capacity, allocatable,
+           gpu_product, gpu_count, gpu_memory_mib, gpu_replicas, mig_config, mig_strategy
+    from {{ relation }}
+  {%- elif table == 'k8s_pods' -%}
+    select cluster, {{ utc('snapshot_ts') }} as snapshot_ts, namespace, pod, uid as pod_uid, node, phase,
+           qos_class, priority, priority_class, owner_kind, owner_name, labels, annotations,
+           containers, init_containers, {{ utc('start_time') }} as start_time
+    from {{ relation }}
+  {%- elif table == 'k8s_namespaces' -%}
+    select cluster, {{ utc('snapshot_ts') }} as snapshot_ts, namespace, labels, annotations
+    from {{ relation }}
+  {%- elif table == 'gpu_samples' -%}
+    select cluster, {{ utc('ts') }} as ts, hostname, gpu, uuid, model_name, nullif(mig_profile, '') as mig_profile,
+           mig_instance, nullif(namespace, '') as namespace, nullif(pod, '') as pod, container,
+           {{ sample_utilization('gr_engine_active', 'gpu_util') }} as utilization,
+           fb_used_mib, power_w
+    from {{ relation }}
+  {%- elif table == 'container_usage' -%}
+    select cluster, {{ utc('ts') }} as ts, namespace, pod, container, cpu_cores, memory_working_set_bytes
+    from {{ relation }}
+  {%- elif table == 'prices' -%}
+    select provider, region, instance_type, capacity_type, usd_per_hour, gpu_usd_per_hour, currency,
+           {{ utc('effective_from') }} as effective_from, {{ utc('effective_to') }} as effective_to, source
+    from {{ relation }}
+  {%- elif table == 'billing_focus' -%}
+    select {{ utc('"ChargePeriodStart"') }} as charge_period_start, {{ utc('"ChargePeriodEnd"') }} as charge_period_end,
+           "ProviderName" as provider_name, "ServiceName" as service_name, "ChargeCategory" as charge_category,
+           "ResourceId" as resource_id, "ResourceName" as resource_name, "ResourceType" as resource_type,
+           "RegionId" as region_id, "BilledCost" as billed_cost, "EffectiveCost" as effective_cost,
+           "ListCost" as list_cost, "BillingCurrency" as billing_currency, "PricingCategory" as pricing_category,
+           source_file, row_hash
+    from {{ relation }}
+  {%- else -%}
+    {{ exceptions.raise_compiler_error("staging_select: unknown landing table '" ~ table ~ "'") }}
+  {%- endif -%}
+{%- endmacro %}

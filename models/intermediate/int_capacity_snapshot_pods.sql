@@ -1,0 +1,31 @@
+-- Pods bound to a node in the first snapshot of each hour: their task shape (CPU, GPU-equivalent,
+-- whole vs fractional) for fragmentation and bin-packing.
+with allocation as (
+    select * from {{ ref('int_pod_allocation_hourly') }}
+    where in_first_snapshot
+),
+
+attributes as (
+    select cluster, pod_uid, tier from {{ ref('int_pod_attributes') }}
+),
+
+final as (
+    select
+        a.cluster,
+        a.hour,
+        a.node,
+        a.pod_uid,
+        a.cpu_request,
+        a.memory_request_gib,
+        a.gpu_equiv,
+        a.gpu_resource,
+        -- whole devices: plain nvidia.com/gpu (not time-sliced) and other accelerators
+        a.gpu_resource in ('nvidia.com/gpu', 'amd.com/gpu', 'aws.amazon.com/neuron', 'habana.ai/gaudi', 'intel.com/gpu')
+            and a.gpu_equiv >= 1 and a.gpu_equiv = floor(a.gpu_equiv) as is_whole,
+        coalesce(t.tier, 'batch') = 'system' as is_system
+    from allocation as a
+    left join attributes as t
+        on a.cluster = t.cluster and a.pod_uid = t.pod_uid
+)
+
+select * from final

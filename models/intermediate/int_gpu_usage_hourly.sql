@@ -1,0 +1,33 @@
+{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour']) }}
+-- depends_on: {{ ref('stg_dcgm__gpu_samples') }}
+-- DCGM samples aggregated FIRST to (cluster, hostname, device or MIG instance, namespace, pod,
+-- hour): the one big GROUP BY over the largest table; everything downstream works at hour grain.
+-- Samples of idle devices (no pod labels) are kept with a null pod.
+
+with samples as (
+    select cluster, ts, hostname, gpu, uuid, mig_profile, mig_instance, namespace, pod, utilization
+    from {{ landing_input('stg_dcgm__gpu_samples', 'gpu_samples') }}
+    {%- if is_incremental() %}
+    where ts >= {{ incremental_cutoff_sql() }}
+    {%- endif %}
+),
+
+final as (
+    select
+        cluster,
+        {{ dbt.date_trunc('hour', 'ts') }} as hour,
+        hostname,
+        coalesce(uuid, cast(gpu as varchar)) as device_id,
+        coalesce(mig_instance, -1) as mig_instance,
+        max(mig_profile) as mig_profile,
+        bool_or(mig_profile is not null or mig_instance is not null) as is_mig,
+        namespace,
+        pod,
+        avg(utilization) as utilization,
+        count(utilization) as samples
+    from samples
+    group by cluster, {{ dbt.date_trunc('hour', 'ts') }}, hostname, coalesce(uuid, cast(gpu as varchar)),
+             coalesce(mig_instance, -1), namespace, pod
+)
+
+select * from final

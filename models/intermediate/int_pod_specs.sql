@@ -1,0 +1,115 @@
+{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'pod_uid']) }}
+-- depends_on: {{ ref('stg_k8s__pods') }}
+-- One row per pod (cluster, pod UID): its spec as of its last snapshot, with the effective
+-- resource requests Kubernetes schedules on (per resource: max(Σ app containers, max init
+-- container); a container's request defaults to its limit) and the labels/annotations the
+-- attribution, tier and GPU-equivalent formulas read. A pod's requests are immutable in practice,
+-- so this is computed once per pod instead of once per snapshot.
+
+with pods as (
+    select * from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'last_seen') }}
+    {%- if is_incremental() %}
+    where snapshot_ts >= {{ incremental_cutoff_sql('last_seen') }}
+    {%- endif %}
+),
+
+latest as (
+    select
+        cluster,
+        pod_uid,
+        arg_max(namespace, snapshot_ts) as namespace,
+        arg_max(pod, snapshot_ts) as pod,
+        arg_max(qos_class, snapshot_ts) as qos_class,
+        arg_max(priority, snapshot_ts) as priority,
+        arg_max(priority_class, snapshot_ts) as priority_class,
+        arg_max(owner_kind, snapshot_ts) as owner_kind,
+        arg_max(owner_name, snapshot_ts) as owner_name,
+        arg_max(labels, snapshot_ts) as labels,
+        arg_max(annotations, snapshot_ts) as annotations,
+        arg_max(containers, snapshot_ts) as containers,
+        arg_max(init_containers, snapshot_ts) as init_containers,
+        max(snapshot_ts) as last_seen
+    from pods
+    group by cluster, pod_uid
+),
+
+containers_flat as (
+    select cluster, pod_uid, false as is_init, unnest(containers) as c from latest
+    union all
+    select cluster, pod_uid, true as is_init, unnest(init_containers) as c from latest
+),
+
+entries as (
+    select
+        cluster,
+        pod_uid,
+        is_init,
+        -- requests win over limits; a resource with only a limit is requested at the limit
+        unnest(map_entries(map_concat(coalesce(c.limits, map()), coalesce(c.requests, map())))) as entry
+    from containers_flat
+),
+
+effective as (
+    select
+        cluster,
+        pod_uid,
+        entry.key as resource,
+        greatest(
+            coalesce(sum(case when not is_init then entry.value end), 0),
+            coalesce(max(case when is_init then entry.value end), 0)
+        ) as qty
+    from entries
+    group by cluster, pod_uid, entry.key
+),
+
+resources as (
+    select
+        cluster,
+        pod_uid,
+        sum(case when resource = 'cpu' then qty else 0 end) as cpu_request,
+        sum(case when resource = 'memory' then qty else 0 end) as memory_request_bytes,
+        sum(case when resource = 'nvidia.com/gpu' then qty else 0 end) as gpu_count_request,
+        sum(case when resource = 'nvidia.com/gpu.shared' then qty else 0 end) as gpu_shared_request,
+        arg_max(case when resource like 'nvidia.com/mig-%' then resource end, case when resource like 'nvidia.com/mig-%' then qty end) as mig_resource,
+        max(case when resource like 'nvidia.com/mig-%' then qty end) as mig_count_request,
+        arg_max(case when {{ in_list('resource', var('other_accelerator_resources')) }} then resource end,
+                case when {{ in_list('resource', var('other_accelerator_resources')) }} then qty end) as other_accelerator_resource,
+        sum(case when {{ in_list('resource', var('other_accelerator_resources')) }} then qty else 0 end) as other_accelerator_request
+    from effective
+    group by cluster, pod_uid
+),
+
+final as (
+    select
+        l.cluster,
+        l.pod_uid,
+        l.namespace,
+        l.pod,
+        l.qos_class,
+        l.priority,
+        l.priority_class,
+        l.owner_kind,
+        l.owner_name,
+        l.labels['{{ var("team_label") }}'] as team_label,
+        l.labels['{{ var("tenant_label") }}'] as tenant_label,
+        coalesce(l.labels['app'], l.labels['app.kubernetes.io/name']) as app_label,
+        l.labels['{{ var("tier_label") }}'] as tier_label,
+        coalesce(l.labels['workload-type'], l.labels['job-type'], l.labels['tier']) as batch_label,
+        try_cast(l.annotations['{{ var("gpu_milli_annotation") }}'] as double) as gpu_milli,
+        coalesce(lower(l.annotations['{{ var("checkpointed_annotation") }}']) in ('true', '1', 'yes'), false) as checkpointed,
+        coalesce(r.cpu_request, 0) as cpu_request,
+        coalesce(r.memory_request_bytes, 0) as memory_request_bytes,
+        coalesce(r.gpu_count_request, 0) as gpu_count_request,
+        coalesce(r.gpu_shared_request, 0) as gpu_shared_request,
+        r.mig_resource,
+        regexp_extract(r.mig_resource, 'nvidia\.com/mig-(.*)$', 1) as mig_profile,
+        coalesce(r.mig_count_request, 0) as mig_count_request,
+        r.other_accelerator_resource,
+        coalesce(r.other_accelerator_request, 0) as other_accelerator_request,
+        l.last_seen
+    from latest as l
+    left join resources as r
+        on l.cluster = r.cluster and l.pod_uid = r.pod_uid
+)
+
+select * from final

@@ -1,0 +1,72 @@
+-- Per pod per hour: utilisation u of its GPU allocation, from the hourly DCGM aggregate.
+-- Samples match pods by (cluster, namespace, pod). A MIG instance's u is relative to the instance,
+-- so it is the pod's u directly. Pods sharing one physical GPU (time-slicing, fractional) split its
+-- busy time in proportion to their GPU-equivalent: per (device, hour) Σe = Σ over pods with series
+-- on the device of their per-device equivalent (min(1, gpu_equiv / number of devices it has series
+-- on); the pod's u on that device = min(1, u_device / Σe). A pod's u is the mean over its devices.
+
+with usage as (
+    select * from {{ ref('int_gpu_usage_hourly') }}
+    where pod is not null and samples > 0
+),
+
+allocation as (
+    -- a pod name may be reused by a new UID within the hour: match the name once, summing
+    select cluster, hour, namespace, pod, sum(gpu_equiv) as gpu_equiv
+    from {{ ref('int_pod_allocation_hourly') }}
+    where gpu_equiv > 0
+    group by cluster, hour, namespace, pod
+),
+
+matched as (
+    select
+        u.cluster,
+        u.hour,
+        u.hostname,
+        u.device_id,
+        u.mig_instance,
+        u.is_mig,
+        u.namespace,
+        u.pod,
+        u.utilization,
+        u.samples,
+        a.gpu_equiv,
+        count(*) over (partition by u.cluster, u.hour, u.namespace, u.pod) as devices
+    from usage as u
+    inner join allocation as a
+        on u.cluster = a.cluster and u.hour = a.hour and u.namespace = a.namespace and u.pod = a.pod
+),
+
+shared as (
+    select
+        *,
+        -- a pod holds at most one whole GPU on any one device
+        sum(least(1.0, gpu_equiv / devices)) over (partition by cluster, hour, hostname, device_id, mig_instance)
+            as device_equiv_sum
+    from matched
+),
+
+per_device as (
+    select
+        *,
+        case
+            when is_mig then utilization
+            else least(1.0, utilization / nullif(device_equiv_sum, 0))
+        end as pod_device_utilization
+    from shared
+),
+
+final as (
+    select
+        cluster,
+        hour,
+        namespace,
+        pod,
+        avg(pod_device_utilization) as utilization,
+        count(*) as devices,
+        sum(samples) as samples
+    from per_device
+    group by cluster, hour, namespace, pod
+)
+
+select * from final

@@ -1,0 +1,48 @@
+{{ config(materialized='table') }}
+-- Per cluster, the distinct snapshot times of nodes and pods form the timeline. A snapshot at t_k
+-- covers [t_k, t_{k+1}) capped at coverage_cap_factor × snapshot_interval_s; the newest covers one
+-- interval. The uncovered rest of a longer gap is reported (int_coverage_gaps), never extrapolated.
+{%- set interval_s = var('snapshot_interval_s') %}
+{%- set cap_s = var('snapshot_interval_s') * var('coverage_cap_factor') %}
+
+with node_snapshots as (
+    select distinct cluster, snapshot_ts from {{ ref('stg_k8s__nodes') }}
+),
+
+pod_snapshots as (
+    select distinct cluster, snapshot_ts from {{ ref('stg_k8s__pods') }}
+),
+
+snapshots as (
+    select cluster, snapshot_ts from node_snapshots
+    union
+    select cluster, snapshot_ts from pod_snapshots
+),
+
+ordered as (
+    select
+        cluster,
+        snapshot_ts,
+        lead(snapshot_ts) over (partition by cluster order by snapshot_ts) as next_snapshot_ts
+    from snapshots
+),
+
+final as (
+    select
+        cluster,
+        snapshot_ts,
+        next_snapshot_ts,
+        case
+            when next_snapshot_ts is null then {{ interval_s }}
+            else least({{ dbt.datediff('snapshot_ts', 'next_snapshot_ts', 'microsecond') }} / 1e6, {{ cap_s }})
+        end as covered_s,
+        case
+            when next_snapshot_ts is not null
+                 and {{ dbt.datediff('snapshot_ts', 'next_snapshot_ts', 'microsecond') }} / 1e6 > {{ cap_s }}
+            then {{ dbt.datediff('snapshot_ts', 'next_snapshot_ts', 'microsecond') }} / 1e6 - {{ cap_s }}
+            else 0
+        end as gap_s
+    from ordered
+)
+
+select * from final

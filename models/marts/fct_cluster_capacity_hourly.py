@@ -1,0 +1,173 @@
+"""Cluster capacity per hour: GPU capacity / allocated / unallocated, fragmentation and bin-packing.
+
+Fragmentation (Weng et al., "Beware of Fragmentation", USENIX ATC '23), on the first snapshot of
+each hour:
+- per node, each physical GPU's free fraction R: whole-GPU pods take whole devices first; the
+  other (fractional, MIG, time-sliced) equivalents are placed best-fit onto the devices in
+  descending size (device-level assignment is not known from Kubernetes objects);
+- task shapes M = distinct (CPU, k GPUs, d per-GPU fraction) of the GPU pods present, by
+  popularity, truncated at 95 % cumulative share and renormalised (no model constraint: pods carry
+  none in the landing tables);
+- F_n(m) = Σ_g R_ng if m cannot run on n (CPU short, fewer than k GPUs with R ≥ d), else
+  Σ_g R_ng·[R_ng < d]; F_n(M) = Σ_m p_m F_n(m); cluster F = Σ_n; rate = F / Σ R.
+Bin-packing lower bound per node pool: max(⌈ΣGPU/G⌉, ⌈ΣCPU/C⌉, ⌈ΣMem/M⌉) with (G, C, M) the
+pool's largest node shape (allocatable); nodes_in_use = nodes with at least one non-system pod;
+the cluster's value is the sum over pools.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+_EPS = 1e-9
+_SHARE = 0.95
+
+
+def _place_fractions(free: np.ndarray, fractions: list[float]) -> None:
+    """Best-fit decreasing of fractional equivalents onto devices (in place)."""
+    for e in sorted(fractions, reverse=True):
+        fits = np.where(free >= e - _EPS)[0]
+        if len(fits):
+            g = fits[np.argmin(free[fits])]
+        else:  # over-allocated: charge the freest device (flagged by dq_overallocation)
+            g = int(np.argmax(free))
+        free[g] = max(0.0, free[g] - e)
+
+
+def _free_matrix(nodes: pd.DataFrame, pods: pd.DataFrame) -> np.ndarray:
+    """R: one row per node-hour, one column per device (NaN past the node's GPU count)."""
+    gmax = int(nodes["gpu_capacity"].max()) if len(nodes) else 0
+    gmax = max(gmax, 1)
+    caps = nodes["gpu_capacity"].to_numpy(dtype=np.int64)
+    cols = np.arange(gmax)
+    free = np.where(cols[None, :] < caps[:, None], 1.0, np.nan)
+    if pods.empty:
+        return free
+    key = ["cluster", "hour", "node"]
+    index = pd.Series(np.arange(len(nodes)), index=pd.MultiIndex.from_frame(nodes[key]))
+    gpu_pods = pods[pods["gpu_equiv"] > 0]
+    whole_equiv = np.where(gpu_pods["is_whole"], gpu_pods["gpu_equiv"], np.floor(gpu_pods["gpu_equiv"] + _EPS))
+    frac_equiv = gpu_pods["gpu_equiv"].to_numpy() - whole_equiv
+    gp = gpu_pods[key].assign(whole=whole_equiv, frac=frac_equiv)
+    rows = index.reindex(pd.MultiIndex.from_frame(gp[key])).to_numpy()
+    gp = gp.assign(row=rows).dropna(subset=["row"])
+    gp["row"] = gp["row"].astype(np.int64)
+    whole = gp.groupby("row")["whole"].sum()
+    for r, w in whole.items():
+        n = int(min(round(w), caps[r]))
+        free[r, :n] = 0.0
+    fr = gp[gp["frac"] > _EPS]
+    for r, grp in fr.groupby("row"):
+        g = int(caps[r])
+        if g == 0:
+            continue
+        dev = free[r, :g]
+        _place_fractions(dev, grp["frac"].tolist())
+        free[r, :g] = dev
+    return free
+
+
+def _shapes(pods: pd.DataFrame) -> pd.DataFrame:
+    """Task shapes per (cluster, hour) with renormalised probabilities p."""
+    gp = pods[pods["gpu_equiv"] > _EPS].copy()
+    if gp.empty:
+        return pd.DataFrame(columns=["cluster", "hour", "cpu", "k", "d", "p"])
+    e = gp["gpu_equiv"].to_numpy()
+    gp["k"] = np.where(e >= 1 - _EPS, np.ceil(e - _EPS), 1).astype(np.int64)
+    gp["d"] = np.where(e >= 1 - _EPS, 1.0, np.round(e, 4))
+    gp["cpu"] = np.round(gp["cpu_request"].to_numpy(dtype=float), 3)
+    counts = gp.groupby(["cluster", "hour", "cpu", "k", "d"]).size().rename("n").reset_index()
+    counts = counts.sort_values(["cluster", "hour", "n", "k", "d", "cpu"], ascending=[True, True, False, False, False, False])
+    total = counts.groupby(["cluster", "hour"])["n"].transform("sum")
+    cum = counts.groupby(["cluster", "hour"])["n"].cumsum()
+    before = (cum - counts["n"]) / total
+    kept = counts[before < _SHARE - _EPS].copy()
+    kept["p"] = kept["n"] / kept.groupby(["cluster", "hour"])["n"].transform("sum")
+    return kept[["cluster", "hour", "cpu", "k", "d", "p"]]
+
+
+def _fragmentation(nodes: pd.DataFrame, free: np.ndarray, shapes: pd.DataFrame) -> pd.DataFrame:
+    out = []
+    r = np.nan_to_num(free, nan=0.0)
+    valid = ~np.isnan(free)
+    total_free = r.sum(axis=1)
+    cpu_free = nodes["cpu_free"].to_numpy(dtype=float)
+    groups = nodes.groupby(["cluster", "hour"], sort=False).indices
+    shape_groups = {k: g for k, g in shapes.groupby(["cluster", "hour"])} if len(shapes) else {}
+    for key, idx in groups.items():
+        rr, vv, tf, cf = r[idx], valid[idx], total_free[idx], cpu_free[idx]
+        sh = shape_groups.get(key)
+        if sh is None or sh.empty:
+            frag = 0.0
+        else:
+            frag = 0.0
+            for cpu, k, d, p in sh[["cpu", "k", "d", "p"]].itertuples(index=False):
+                fits = vv & (rr >= d - _EPS)
+                can_run = (cf >= cpu - _EPS) & (fits.sum(axis=1) >= k)
+                below = np.where(vv & (rr < d - _EPS), rr, 0.0).sum(axis=1)
+                frag += p * float(np.where(can_run, below, tf).sum())
+        out.append((key[0], key[1], frag, float(tf.sum())))
+    return pd.DataFrame(out, columns=["cluster", "hour", "fragmentation_gpus", "free_gpus"])
+
+
+def _ceil(x: float) -> int:
+    return int(math.ceil(x - 1e-9)) if x > 0 else 0
+
+
+def _lower_bound(nodes: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
+    key = ["cluster", "hour", "node_pool"]
+    shape = nodes.groupby(key).agg(
+        G=("gpu_capacity", "max"), C=("cpu_allocatable", "max"), M=("memory_allocatable_gib", "max")
+    )
+    pp = pods.merge(nodes[["cluster", "hour", "node", "node_pool"]], on=["cluster", "hour", "node"], how="inner")
+    demand = pp.groupby(key).agg(
+        gpu=("gpu_equiv", "sum"), cpu=("cpu_request", "sum"), mem=("memory_request_gib", "sum")
+    )
+    in_use = pp[~pp["is_system"]].groupby(key)["node"].nunique().rename("nodes_in_use")
+    pools = shape.join(demand, how="left").join(in_use, how="left").fillna(0)
+    lb = []
+    for G, C, M, gpu, cpu, mem in pools[["G", "C", "M", "gpu", "cpu", "mem"]].itertuples(index=False):
+        terms = [_ceil(gpu / G) if G > 0 else 0, _ceil(cpu / C) if C > 0 else 0, _ceil(mem / M) if M > 0 else 0]
+        lb.append(max(terms))
+    pools["nodes_lower_bound"] = lb
+    return pools.groupby(["cluster", "hour"])[["nodes_in_use", "nodes_lower_bound"]].sum().reset_index()
+
+
+def model(dbt, session):
+    dbt.config(materialized="table")
+    nodes = dbt.ref("int_capacity_snapshot_nodes").df()
+    pods = dbt.ref("int_capacity_snapshot_pods").df()
+    totals = dbt.ref("fct_node_hourly").aggregate(
+        "hour, cluster, sum(coalesce(gpu_capacity, 0) * covered_hours) as gpu_capacity, "
+        "sum(allocated_gpu_hours) as gpu_allocated, sum(unallocated_gpu_hours) as gpu_unallocated, "
+        "sum(node_cost_usd) as node_cost_usd, sum(unallocated_cost_usd) as unallocated_cost_usd",
+        "hour, cluster",
+    ).df()
+    pending = dbt.ref("int_pending_pods_hourly").df()
+
+    nodes = nodes.sort_values(["cluster", "hour", "node"]).reset_index(drop=True)
+    free = _free_matrix(nodes, pods)
+    frag = _fragmentation(nodes, free, _shapes(pods))
+    snapshot_capacity = nodes.groupby(["cluster", "hour"])["gpu_capacity"].sum().rename("snapshot_gpu_capacity").reset_index()
+    lb = _lower_bound(nodes, pods) if len(nodes) else pd.DataFrame(columns=["cluster", "hour", "nodes_in_use", "nodes_lower_bound"])
+
+    out = totals.merge(frag, on=["cluster", "hour"], how="left")
+    out = out.merge(snapshot_capacity, on=["cluster", "hour"], how="left")
+    out = out.merge(lb, on=["cluster", "hour"], how="left")
+    out = out.merge(pending, on=["cluster", "hour"], how="left")
+    out["fragmentation_rate"] = np.where(out["free_gpus"] > 0, out["fragmentation_gpus"] / out["free_gpus"].where(out["free_gpus"] > 0), 0.0)
+    out.loc[out["free_gpus"].isna(), "fragmentation_rate"] = np.nan
+    out["fragmentation_capacity_share"] = out["fragmentation_gpus"] / out["snapshot_gpu_capacity"].where(out["snapshot_gpu_capacity"] > 0)
+    out["binpack_efficiency"] = out["nodes_lower_bound"] / out["nodes_in_use"].where(out["nodes_in_use"] > 0)
+    for c in ["pending_pods", "pending_gpu_pods"]:
+        out[c] = out[c].fillna(0).astype("int64")
+    cols = [
+        "hour", "cluster", "gpu_capacity", "gpu_allocated", "gpu_unallocated", "fragmentation_gpus",
+        "fragmentation_rate", "fragmentation_capacity_share", "free_gpus", "snapshot_gpu_capacity",
+        "nodes_in_use", "nodes_lower_bound", "binpack_efficiency", "pending_pods", "pending_gpu_pods",
+        "node_cost_usd", "unallocated_cost_usd",
+    ]
+    return out[cols].sort_values(["cluster", "hour"]).reset_index(drop=True)

@@ -1,0 +1,99 @@
+"""The FGD fragmentation measure against hand-worked nodes (DESIGN §3)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from recommender.binpack import binpack_view, snapshot_fragmentation
+from recommender.fragmentation import (
+    TaskShape,
+    device_free_fractions,
+    fragmentation_report,
+    node_fragmentation,
+    task_distribution,
+)
+from recommender.model import ClusterSnapshot, NodeShape, PodPlacement
+
+NAN = np.nan
+
+
+def F(free: list[list[float]], cpu: list[float], models: list[str | None], shapes: list[TaskShape],
+      probs: list[float]) -> np.ndarray:
+    return node_fragmentation(np.array(free, float), np.array(cpu, float), models, shapes, probs)
+
+
+def test_whole_gpus() -> None:
+    # 8-GPU node with 3 idle GPUs. A 1-GPU task fits and strands nothing; a 4-GPU task cannot run,
+    # so all 3 free GPUs are fragments for it. F = 0.5·0 + 0.5·3.
+    free = [[1, 1, 1, 0, 0, 0, 0, 0]]
+    shapes = [TaskShape(4, 1, 1.0), TaskShape(16, 4, 1.0)]
+    assert F(free, [64], ["A100"], shapes, [0.5, 0.5])[0] == pytest.approx(1.5)
+
+
+def test_shared_gpus() -> None:
+    # Free 0.5 and 0.3. A 0.4 task runs on the 0.5 device; the 0.3 device is too small for it: F = 0.3.
+    # A 0.6 task cannot run anywhere: F = 0.8. Mixed half/half: 0.55.
+    free = [[0.5, 0.3]]
+    assert F(free, [32], ["T4"], [TaskShape(1, 1, 0.4)], [1.0])[0] == pytest.approx(0.3)
+    assert F(free, [32], ["T4"], [TaskShape(1, 1, 0.6)], [1.0])[0] == pytest.approx(0.8)
+    assert F(free, [32], ["T4"], [TaskShape(1, 1, 0.4), TaskShape(1, 1, 0.6)], [0.5, 0.5])[0] == pytest.approx(0.55)
+
+
+def test_cpu_starved_node() -> None:
+    # Two idle GPUs but one free core: a 4-core GPU task cannot run, so both GPUs are fragments.
+    assert F([[1, 1]], [1], ["V100"], [TaskShape(4, 1, 1.0)], [1.0])[0] == pytest.approx(2.0)
+    assert F([[1, 1]], [8], ["V100"], [TaskShape(4, 1, 1.0)], [1.0])[0] == pytest.approx(0.0)
+
+
+def test_model_constrained_task() -> None:
+    shapes = [TaskShape(1, 1, 1.0, frozenset({"V100M16", "V100M32"}))]
+    f = F([[1.0], [1.0]], [8, 8], ["T4", "V100M32"], shapes, [1.0])
+    assert f.tolist() == pytest.approx([1.0, 0.0])
+
+
+def test_task_without_gpu_counts_every_free_gpu_and_padding_is_ignored() -> None:
+    f = F([[0.5, NAN], [1.0, 0.25]], [8, 8], ["A", "A"], [TaskShape(2, 0, 0.0)], [1.0])
+    assert f.tolist() == pytest.approx([0.5, 1.25])
+
+
+def test_cluster_rate_and_share() -> None:
+    rep = fragmentation_report(np.array([[1, 1, 1, 0], [0.5, 0.3, 0, 0]], float), np.array([64, 64.0]), ["A", "A"],
+                               8.0, [TaskShape(1, 2, 1.0)], [1.0])
+    # node 0: a 2-GPU task runs, whole free GPUs strand nothing -> 0; node 1: cannot run -> 0.8.
+    assert rep["fragmentation_gpus"] == pytest.approx(0.8)
+    assert rep["free_gpus"] == pytest.approx(3.8)
+    assert rep["fragmentation_rate"] == pytest.approx(0.8 / 3.8)
+    assert rep["fragmentation_share_of_capacity"] == pytest.approx(0.1)
+
+
+def test_task_distribution_truncates_at_95_percent() -> None:
+    a, b, c = TaskShape(1, 1, 1.0), TaskShape(1, 1, 0.5), TaskShape(8, 8, 1.0)
+    shapes, probs = task_distribution([a] * 90 + [b] * 6 + [c] * 4)
+    assert shapes == [a, b] and probs == pytest.approx([90 / 96, 6 / 96])
+
+
+def test_device_free_fractions_best_fit_descending() -> None:
+    # Whole GPU on device 0; then 0.6 -> device 1, 0.5 -> device 2, 0.3 -> the fullest that fits (device 1).
+    assert device_free_fractions(4, 1, [0.5, 0.3, 0.6]).tolist() == pytest.approx([0.0, 0.1, 0.5, 1.0])
+
+
+def test_snapshot_fragmentation_and_binpack_view() -> None:
+    at = datetime(2026, 11, 1, tzinfo=UTC)
+    nodes = (NodeShape("g1", "c", "p", {"cpu": 16, "memory": 64e9, "nvidia.com/gpu": 2}, gpu_model="T4", gpu_count=2,
+                       hourly_price_usd=1.0),
+             NodeShape("g2", "c", "p", {"cpu": 16, "memory": 64e9, "nvidia.com/gpu": 2}, gpu_model="T4", gpu_count=2,
+                       hourly_price_usd=1.0))
+    pods = (PodPlacement("c", "ns", "a", "g1", {"cpu": 2, "memory": 1e9}, gpu_equiv=0.5, gpu_fraction=0.5,
+                         tier="batch", owner_kind="Job", owner_name="a"),
+            PodPlacement("c", "ns", "b", "g2", {"cpu": 2, "memory": 1e9, "nvidia.com/gpu": 1}, gpu_equiv=1.0,
+                         tier="batch", owner_kind="Job", owner_name="b"))
+    snap = ClusterSnapshot("c", at, nodes, pods)
+    rep = snapshot_fragmentation(snap)
+    # M = {0.5-GPU task: 1/2, 1-GPU task: 1/2}. g1 free [0.5, 1]: 0.5-task strands 0, 1-task strands 0.5;
+    # g2 free [0, 1]: both tasks run and strand nothing. F = 0.25.
+    assert rep["fragmentation_gpus"] == pytest.approx(0.25)
+    view = binpack_view(snap)
+    assert view["pools"][0]["nodes_after"] == 1 and len(view["suggested_moves"]) == 1

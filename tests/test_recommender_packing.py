@@ -1,0 +1,259 @@
+"""The consolidation packer: hand-worked scenarios and hypothesis properties."""
+
+from __future__ import annotations
+
+import math
+from itertools import product
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from recommender.model import NodeShape, PodPlacement, Taint, Toleration
+from recommender.packing import PackingSettings, check_plan, lower_bound, pack_pool
+
+GIB = 1024.0**3
+
+
+def node(name: str, cpu: float = 10, mem: float = 64 * GIB, gpus: int = 0, model: str | None = None,
+         price: float = 1.0, **kw: object) -> NodeShape:
+    alloc = {"cpu": cpu, "memory": mem}
+    if gpus:
+        alloc["nvidia.com/gpu"] = gpus
+    return NodeShape(name, "c1", "pool", alloc, gpu_model=model, gpu_count=gpus, hourly_price_usd=price, **kw)  # type: ignore[arg-type]
+
+
+def pod(name: str, on: str, cpu: float, mem: float = GIB, gpus: int = 0, tier: str = "batch", frac: float = 0.0,
+        owner: str | None = "Job", **kw: object) -> PodPlacement:
+    req = {"cpu": cpu, "memory": mem}
+    if gpus:
+        req["nvidia.com/gpu"] = gpus
+    return PodPlacement("c1", "ns", name, on, req, gpu_equiv=gpus or frac, gpu_fraction=frac, tier=tier,
+                        owner_kind=owner, owner_name=name, **kw)  # type: ignore[arg-type]
+
+
+FFD_ONLY = PackingSettings(use_cp_sat=False)
+CP = PackingSettings(time_limit_s=5)
+
+
+def test_cp_sat_improves_where_drain_ffd_is_stuck() -> None:
+    # Items 5,5,4,3,3 in bins of 10: two bins suffice (5+5, 4+3+3) but no single node drains greedily.
+    nodes = [node("n0"), node("n1"), node("n2")]
+    pods = [pod("a5", "n0", 5), pod("b4", "n0", 4), pod("c5", "n1", 5), pod("d3", "n1", 3), pod("e3", "n2", 3)]
+    ffd = pack_pool(nodes, pods, FFD_ONLY)
+    assert ffd.freed_nodes == [] and ffd.lower_bound == 2
+    plan = pack_pool(nodes, pods, CP)
+    assert plan.nodes_after == 2 and plan.gap == 0 and len(plan.freed_nodes) == 1
+    assert len(plan.moves) == 3  # the fewest evictions that free a node
+    assert plan.hourly_savings_usd == pytest.approx(1.0) and plan.monthly_savings_usd == pytest.approx(730.0)
+    assert check_plan(nodes, pods, plan) == []
+
+
+def test_empty_nodes_are_freed_without_moves_and_daemonsets_stay() -> None:
+    nodes = [node("n0"), node("n1", price=3.0)]
+    pods = [pod("a", "n0", 2), pod("ds0", "n0", 0.1, owner="DaemonSet", tier="system"),
+            pod("ds1", "n1", 0.1, owner="DaemonSet", tier="system")]
+    plan = pack_pool(nodes, pods, CP)
+    assert plan.freed_nodes == ["n1"] and plan.moves == [] and plan.hourly_savings_usd == pytest.approx(3.0)
+
+
+def test_serving_moves_only_when_allowed() -> None:
+    nodes = [node("n0"), node("n1")]
+    pods = [pod("web", "n1", 1, tier="serving", owner="Deployment"), pod("a", "n0", 2)]
+    plan = pack_pool(nodes, pods, CP)
+    assert "n1" not in plan.freed_nodes and all(m.pod != "web" for m in plan.moves)
+    allowed = pack_pool(nodes, pods, PackingSettings(allow_serving_moves=True, time_limit_s=2))
+    assert allowed.nodes_after == 1 and len(allowed.moves) == 1
+
+
+@pytest.mark.parametrize("blocker", ["do_not_disrupt", "bare_pod", "pdb_exhausted"])
+def test_unmovable_pods_pin_their_node(blocker: str) -> None:
+    nodes = [node("n0"), node("n1")]
+    kw: dict[str, object] = {}
+    if blocker == "do_not_disrupt":
+        kw["do_not_disrupt"] = True
+    elif blocker == "bare_pod":
+        kw["owner"] = None
+    else:
+        kw["pdb"] = "pdb-a"
+    pods = [pod("a", "n0", 2), pod("b", "n1", 1, **kw)]
+    plan = pack_pool(nodes, pods, CP, pdb_allowed={"pdb-a": 0})
+    assert plan.freed_nodes == ["n0"] and [m.pod for m in plan.moves] == ["a"]
+
+
+def test_pdb_budget_limits_evictions() -> None:
+    nodes = [node("n0"), node("n1"), node("n2")]
+    pods = [pod("a", "n1", 1, pdb="p"), pod("b", "n1", 1, pdb="p"), pod("c", "n2", 1, pdb="p"), pod("x", "n0", 1)]
+    plan = pack_pool(nodes, pods, CP, pdb_allowed={"p": 1})
+    moved_in_pdb = [m for m in plan.moves if m.pod in ("a", "b", "c")]
+    assert len(moved_in_pdb) <= 1
+    # n1 holds two pods of the PDB (one eviction allowed), so it stays; n2 (one PDB pod) and n0 drain.
+    assert sorted(plan.freed_nodes) == ["n0", "n2"] and plan.assignment["ns/a"] == "n1"
+    assert check_plan(nodes, pods, plan, pdb_allowed={"p": 1}) == []
+
+
+def test_taints_selectors_and_cordons_are_respected() -> None:
+    tainted = node("t", taints=(Taint("dedicated", "ml", "NoSchedule"),))
+    labelled = node("l", labels={"disk": "ssd"})
+    cordoned = node("x", unschedulable=True)
+    nodes = [node("src"), tainted, labelled, cordoned]
+    pods = [pod("needs-ssd", "src", 1, node_selector={"disk": "ssd"}), pod("plain", "src", 1),
+            pod("tol", "x", 1, tolerations=(Toleration("dedicated", "Equal", "ml", "NoSchedule"),))]
+    plan = pack_pool(nodes, pods, CP)
+    dest = {m.pod: m.to_node for m in plan.moves}
+    assert "x" not in plan.assignment.values() or all(m.to_node != "x" for m in plan.moves)
+    assert dest.get("needs-ssd", "l") == "l"  # only the labelled node satisfies the selector
+    assert dest.get("plain", "l") != "t"  # the taint is not tolerated
+    assert check_plan(nodes, pods, plan) == []
+
+
+def test_gpu_model_is_respected() -> None:
+    nodes = [node("a100", gpus=4, model="A100"), node("t4", gpus=4, model="T4"), node("a100b", gpus=4, model="A100")]
+    pods = [pod("p1", "a100", 1, gpus=1), pod("p2", "t4", 1, gpus=1), pod("p3", "a100b", 1, gpus=2)]
+    plan = pack_pool(nodes, pods, CP)
+    assert plan.freed_nodes in (["a100"], ["a100b"])  # the two A100 nodes merge; the T4 pod cannot leave
+    assert all(m.to_node != "t4" for m in plan.moves) and all(m.pod != "p2" for m in plan.moves)
+
+
+def test_fractional_gpus_fit_device_by_device() -> None:
+    # Three 0.6-GPU pods: 1.8 ≤ 2 GPUs in total, but no two share one device, so nothing merges.
+    nodes = [node("n0", gpus=2, model="V100"), node("n1", gpus=2, model="V100")]
+    pods = [pod("f1", "n0", 1, frac=0.6), pod("f2", "n0", 1, frac=0.6), pod("f3", "n1", 1, frac=0.6)]
+    assert pack_pool(nodes, pods, CP).freed_nodes == []
+    # With 0.4-GPU pods two share a device: everything fits on one node.
+    pods4 = [pod("f1", "n0", 1, frac=0.4), pod("f2", "n0", 1, frac=0.4), pod("f3", "n1", 1, frac=0.4)]
+    assert len(pack_pool(nodes, pods4, CP).freed_nodes) == 1
+
+
+def test_whole_gpus_need_idle_devices() -> None:
+    # n1 holds a 2-GPU pod; n0 has 1 whole device free plus a device with 0.5 used: the pod cannot move.
+    nodes = [node("n0", gpus=2, model="A"), node("n1", gpus=2, model="A")]
+    pods = [pod("f", "n0", 1, frac=0.5), pod("w2", "n1", 1, gpus=2)]
+    plan = pack_pool(nodes, pods, CP)
+    assert all(m.pod != "w2" or m.to_node != "n0" for m in plan.moves)
+    assert plan.nodes_after == 2 or [m.pod for m in plan.moves] == ["f"]
+
+
+def test_lower_bound_formula() -> None:
+    nodes = [node("n0", cpu=16, gpus=8), node("n1", cpu=16, gpus=8)]
+    pods = [pod("a", "n0", 10, gpus=3), pod("b", "n1", 10, gpus=2),
+            pod("ds", "n0", 8, owner="DaemonSet", tier="system")]
+    # ⌈5/8⌉ = 1 GPU-wise, ⌈20/16⌉ = 2 CPU-wise; the DaemonSet does not count.
+    assert lower_bound(nodes, pods) == 2
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+@st.composite
+def pools(draw: st.DrawFn) -> tuple[list[NodeShape], list[PodPlacement], dict[str, int]]:
+    n_nodes = draw(st.integers(2, 6))
+    models = draw(st.lists(st.sampled_from(["A100", "T4"]), min_size=n_nodes, max_size=n_nodes))
+    nodes = []
+    for i in range(n_nodes):
+        taints = (Taint("dedicated", "x", "NoSchedule"),) if draw(st.integers(0, 5)) == 0 else ()
+        nodes.append(node(f"n{i}", cpu=draw(st.sampled_from([4, 8, 16])), mem=draw(st.sampled_from([8, 32])) * GIB,
+                          gpus=draw(st.sampled_from([0, 2, 4])), model=models[i], price=draw(st.sampled_from([1.0, 2.5])),
+                          labels={"zone": draw(st.sampled_from(["a", "b"]))}, taints=taints,
+                          unschedulable=draw(st.integers(0, 7)) == 0))
+    used = {n.name: {"cpu": 0.0, "memory": 0.0, "gpu": 0, "dev": [1.0] * n.gpu_count} for n in nodes}
+    pods: list[PodPlacement] = []
+    for j in range(draw(st.integers(0, 14))):
+        n = nodes[draw(st.integers(0, n_nodes - 1))]
+        u = used[n.name]
+        cpu, mem = draw(st.sampled_from([0.5, 1, 2, 3])), draw(st.sampled_from([1, 2, 4])) * GIB
+        kind = draw(st.sampled_from(["cpu", "whole", "frac", "ds"]))
+        gpus, frac = 0, 0.0
+        if kind == "whole" and n.gpu_count:
+            gpus = draw(st.integers(1, 2))
+            idle = [g for g, f in enumerate(u["dev"]) if f >= 1.0]
+            if len(idle) < gpus:
+                continue
+            for g in idle[:gpus]:
+                u["dev"][g] = 0.0
+        elif kind == "frac" and n.gpu_count:
+            frac = draw(st.sampled_from([0.25, 0.5, 0.6]))
+            fits = [g for g, f in enumerate(u["dev"]) if f >= frac - 1e-9]
+            if not fits:
+                continue
+            u["dev"][min(fits, key=lambda g: u["dev"][g])] -= frac
+        if u["cpu"] + cpu > n.allocatable["cpu"] or u["memory"] + mem > n.allocatable["memory"]:
+            continue
+        u["cpu"] += cpu
+        u["memory"] += mem
+        tier = draw(st.sampled_from(["batch", "training", "serving", "interactive"]))
+        pods.append(pod(
+            f"p{j}", n.name, cpu, mem, gpus=gpus, frac=frac, tier="system" if kind == "ds" else tier,
+            owner="DaemonSet" if kind == "ds" else draw(st.sampled_from(["Job", "Job", "Deployment", None])),
+            do_not_disrupt=draw(st.integers(0, 6)) == 0, pdb=draw(st.sampled_from([None, None, "pa", "pb"])),
+            node_selector={"zone": "a"} if draw(st.integers(0, 4)) == 0 else {},
+            tolerations=(Toleration("dedicated", "Exists"),) if draw(st.booleans()) else (),
+        ))
+    return nodes, pods, {"pa": draw(st.integers(0, 2)), "pb": draw(st.integers(0, 2))}
+
+
+def _devices_ok(ndev: int, ps: list[PodPlacement]) -> bool:
+    """Brute force: can the fractions be assigned to the devices left after whole GPUs?"""
+    free = ndev - sum(p.whole_gpus for p in ps)
+    fr = [p.gpu_fraction for p in ps if p.gpu_fraction > 0]
+    if free < 0:
+        return False
+    if not fr:
+        return True
+    if free == 0:
+        return False
+    for assign in product(range(free), repeat=len(fr)):
+        load = [0.0] * free
+        for f, g in zip(fr, assign, strict=True):
+            load[g] += f
+        if max(load) <= 1.0 + 1e-9:
+            return True
+    return False
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pools(), st.booleans(), st.booleans())
+def test_packer_properties(pool: tuple, use_cp: bool, allow_serving: bool) -> None:
+    nodes, pods, pdb = pool
+    cfg = PackingSettings(use_cp_sat=use_cp, time_limit_s=0.3, allow_serving_moves=allow_serving)
+    plan = pack_pool(nodes, pods, cfg, pdb_allowed=pdb)
+    by_name = {n.name: n for n in nodes}
+    freed = set(plan.freed_nodes)
+    final: dict[str, list[PodPlacement]] = {n.name: [] for n in nodes}
+    evictions = {"pa": 0, "pb": 0}
+    for p in pods:
+        dest = plan.assignment[p.key]
+        if dest != p.node:
+            # nothing unmovable moved
+            assert not p.is_daemonset and not p.do_not_disrupt and p.owner_kind is not None
+            assert p.tier != "serving" or allow_serving
+            # no scheduling constraint violated
+            d = by_name[dest]
+            assert not d.unschedulable
+            assert all(d.labels.get(k) == v for k, v in p.node_selector.items())
+            assert all(any(t.tolerates(x) for t in p.tolerations) for x in d.taints)
+            if p.gpu_equiv > 0:
+                assert d.gpu_model == by_name[p.node].gpu_model
+            if p.pdb:
+                evictions[p.pdb] += 1
+        if not (p.is_daemonset and p.node in freed):
+            assert dest not in freed
+            final[dest].append(p)
+    assert all(evictions[k] <= pdb[k] for k in evictions)
+    # no node over any capacity, device by device
+    for name, ps in final.items():
+        n = by_name[name]
+        for res in ("cpu", "memory", "nvidia.com/gpu"):
+            assert sum(p.requests.get(res, 0.0) for p in ps) <= n.allocatable.get(res, 0.0) + 1e-6
+        assert _devices_ok(n.gpu_count, ps)
+    # never below the lower bound, never worse than doing nothing
+    work = [p for p in pods if not p.is_daemonset]
+    lb = 0 if not work else max(
+        1,
+        math.ceil(sum(p.gpu_equiv for p in work) / max(max(n.gpu_count for n in nodes), 1) - 1e-9),
+        math.ceil(sum(p.requests["cpu"] for p in work) / max(n.allocatable["cpu"] for n in nodes) - 1e-9),
+        math.ceil(sum(p.requests["memory"] for p in work) / max(n.allocatable["memory"] for n in nodes) - 1e-9),
+    )
+    assert plan.lower_bound == lb
+    assert len(nodes) - len(freed) >= lb
+    assert plan.nodes_after <= plan.nodes_before and plan.hourly_savings_usd >= 0
+    assert plan.hourly_savings_usd == pytest.approx(sum(by_name[n].hourly_price_usd for n in freed))

@@ -1,0 +1,17 @@
+"""The warehouse build: runs the dbt project (models/, macros/, seeds/) over the lake.
+
+The ground kernel never imports this package; the CLI and the other parts call it.
+"""
+
+from transform.runner import BuildFailed, BuildResult, NodeResult, dbt_vars, run_build
+from transform.summary import ShowbackSummary, showback_summary
+
+__all__ = [
+    "BuildFailed",
+    "BuildResult",
+    "NodeResult",
+    "ShowbackSummary",
+    "dbt_vars",
+    "run_build",
+    "showback_summary",
+]

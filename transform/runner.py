@@ -1,0 +1,196 @@
+"""Run the dbt project programmatically (``dbt build``: seeds, models, tests) with vars from Settings."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufinops.errors import ConfigError, TerminalError
+from gpufinops.settings import Settings
+
+__all__ = ["BuildFailed", "BuildResult", "NodeResult", "PROJECT_DIR", "dbt_vars", "run_build"]
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+_FAILED = {"error", "fail", "runtime error"}
+_TEST_TYPES = {"test", "unit_test"}
+
+
+class BuildFailed(TerminalError):
+    """dbt reported failed models or tests; the message lists them."""
+
+    def __init__(self, message: str, result: BuildResult):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    name: str
+    resource_type: str  # model | seed | test | unit_test | ...
+    status: str  # success | pass | fail | error | warn | skipped ...
+    seconds: float
+    message: str | None = None
+    failures: int | None = None
+
+
+@dataclass
+class BuildResult:
+    success: bool
+    warehouse: Path
+    seconds: float
+    full_refresh: bool
+    nodes: list[NodeResult] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.status in _FAILED]
+
+    def count(self, resource_type: str, status: str | None = None) -> int:
+        return sum(1 for n in self.nodes if n.resource_type == resource_type and (status is None or n.status == status))
+
+
+def dbt_vars(settings: Settings) -> dict[str, Any]:
+    """The dbt vars the models read, from Settings (see dbt_project.yml for their meaning)."""
+    cost = settings.cost
+    return {
+        "lake_root": str(Path(settings.lake_dir).resolve()),
+        "snapshot_interval_s": settings.snapshot_interval_s,
+        "coverage_cap_factor": settings.coverage_cap_factor,
+        "gpu_weight": cost.gpu_weight,
+        "vcpu_weight": cost.vcpu_weight,
+        "gib_weight": cost.gib_weight,
+        "shared_namespaces": list(cost.shared_namespaces),
+        "fixed_overhead_usd_per_hour": dict(cost.fixed_overhead_usd_per_hour),
+        "shared_cost_method": cost.shared_cost_method,
+        "distribute_unallocated": cost.distribute_unallocated,
+        "team_label": settings.attribution.team_label,
+        "tenant_label": settings.attribution.tenant_label,
+    }
+
+
+@contextlib.contextmanager
+def _environment(values: dict[str, str]) -> Iterator[None]:
+    """dbt's env_var() reads os.environ: set ours for the invocation only."""
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _release_duckdb() -> None:
+    """dbt-duckdb keeps its DuckDB instance open in-process after an invocation; close it so this
+    process (the summary, the next invocation, a reader) can open the warehouse again."""
+    try:
+        from dbt.adapters.duckdb.connections import DuckDBConnectionManager
+    except ImportError:  # pragma: no cover - dbt-duckdb is a pinned dependency
+        return
+    with DuckDBConnectionManager._LOCK:
+        env, DuckDBConnectionManager._ENV = DuckDBConnectionManager._ENV, None
+    if env is not None:
+        with contextlib.suppress(Exception):
+            env.close()
+    gc.collect()
+
+
+def _invoke(args: list[str]) -> tuple[bool, list[NodeResult], BaseException | None]:
+    from dbt.cli.main import dbtRunner
+
+    try:
+        res = dbtRunner().invoke(args)
+    finally:
+        _release_duckdb()
+    nodes: list[NodeResult] = []
+    results = getattr(res.result, "results", None) or []
+    for r in results:
+        node = r.node
+        nodes.append(
+            NodeResult(
+                name=node.name,
+                resource_type=str(getattr(node.resource_type, "value", node.resource_type)),
+                status=str(getattr(r.status, "value", r.status)).lower(),
+                seconds=float(r.execution_time or 0.0),
+                message=r.message,
+                failures=r.failures,
+            )
+        )
+    return bool(res.success), nodes, res.exception
+
+
+def run_build(
+    settings: Settings,
+    *,
+    full_refresh: bool = False,
+    select: Sequence[str] | None = None,
+    extra_vars: dict[str, Any] | None = None,
+    unit_tests: bool = False,
+) -> BuildResult:
+    """``dbt build`` (seeds, models, data tests; incremental unless ``full_refresh``) into the warehouse.
+
+    ``dbt build`` loads the seeds itself, in DAG order, so no separate ``dbt seed`` parse is paid.
+    dbt unit tests (the formula pins) run only with ``unit_tests=True`` (CI, the test suite): they
+    check the SQL, not the data. Raises :class:`BuildFailed` listing every failed model and test
+    (with dq_on_failure=quarantine, failing data tests are reported in the result but do not raise;
+    model errors always do).
+    """
+    lake = Path(settings.lake_dir)
+    if not lake.is_dir():
+        raise ConfigError(f"lake {lake} does not exist: ingest data (or run `gpufinops demo`) first")
+    warehouse = Path(settings.warehouse_path).resolve()
+    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(settings.home).resolve() / "dbt"
+    variables = dbt_vars(settings) | (extra_vars or {})
+    common = [
+        "--project-dir", str(PROJECT_DIR),
+        "--profiles-dir", str(PROJECT_DIR),
+        "--target-path", str(work / "target"),
+        "--vars", json.dumps(variables),
+    ]
+    env = {"GPUFINOPS_WAREHOUSE": str(warehouse), "DBT_LOG_PATH": str(work / "logs"),
+           "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+    started = time.monotonic()
+    with _environment(env):
+        args = ["build", *common, "--quiet"]
+        if full_refresh:
+            args.append("--full-refresh")
+        # unit tests run after the build: an incremental model's unit test reads the columns of
+        # the built model (dbt needs the relation to exist)
+        args += ["--exclude-resource-type", "unit_test"]
+        if select:
+            args += ["--select", *select]
+        ok, nodes, exc = _invoke(args)
+        if exc is not None:
+            raise BuildFailed(f"dbt build could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))
+        if unit_tests and ok:
+            ok, tested, exc = _invoke(["test", *common, "--quiet", "--select", "test_type:unit"])
+            nodes += tested
+            if exc is not None:
+                raise BuildFailed(f"dbt unit tests could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))
+    result = BuildResult(ok, warehouse, time.monotonic() - started, full_refresh, nodes)
+    failed = result.failed
+    hard = [n for n in failed if n.resource_type not in _TEST_TYPES or settings.dq_on_failure == "fail"]
+    if hard or (not ok and not failed):
+        lines = [f"  {n.resource_type} {n.name}: {n.status}{' (' + str(n.failures) + ' rows)' if n.failures else ''}"
+                 f"{' - ' + _short(n.message) if n.message else ''}" for n in failed]
+        raise BuildFailed(
+            f"warehouse build failed ({len(failed)} failed of {len(nodes)}):\n" + "\n".join(lines or ["  (see dbt logs in " + str(work / 'logs') + ")"]),
+            result,
+        )
+    return result
+
+
+def _short(message: str, limit: int = 400) -> str:
+    message = " ".join(str(message).split())
+    return message if len(message) <= limit else message[: limit - 3] + "..."
