@@ -16,7 +16,9 @@ st.set_page_config(page_title="gpufinops", page_icon=":material/memory:", layout
 
 _HERE = Path(__file__).resolve().parent
 # (key, script, title, icon) — change control's "Approvals" page slots in here with its issue
+# The default page is served at "/" only (its own path would say "page not found"), so it is Home.
 _PAGES = [
+    ("home", "views/home.py", "Home", ":material/home:"),
     ("finance", "views/finance.py", "Finance", ":material/payments:"),
     ("team", "views/team.py", "Team", ":material/groups:"),
     ("platform", "views/platform.py", "Platform", ":material/dns:"),
@@ -36,7 +38,7 @@ if not ctx.settings.warehouse_path.exists():
     st.stop()
 
 pages = [
-    st.Page(_HERE / script, title=title, icon=icon, url_path=key)
+    st.Page(_HERE / script, title=title, icon=icon, url_path=key, default=key == "home")
     for key, script, title, icon in _PAGES
     if ctx.may_open(key)
 ]

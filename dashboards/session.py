@@ -15,10 +15,12 @@ from gpufinops.settings import Settings, load_settings
 __all__ = ["ViewContext", "context", "current", "PAGE_ROLES", "DEMO_ROLE_KEY", "request_headers"]
 
 _CTX_KEY = "_gpufinops_view_context"
+_ROLE_PARAM_KEY = "_gpufinops_role_param"
 
 DEMO_ROLE_KEY = "demo_role"
 # which roles see which page in the navigation (the query layer enforces the data scope regardless)
 PAGE_ROLES: dict[str, frozenset[str]] = {
+    "home": frozenset({"team_lead", "finance", "platform", "admin"}),
     "finance": frozenset({"finance", "admin"}),
     "team": frozenset({"team_lead", "finance", "platform", "admin"}),
     "platform": frozenset({"platform", "admin"}),
@@ -65,10 +67,12 @@ def _demo_picker(warehouse: queries.Warehouse) -> Identity:
     except Exception:  # no warehouse yet: the pages say so
         teams = []
     choices = demo_choices(teams)
+    # ?role=... picks the role when the link is opened (also in a session the browser reconnects to);
+    # the picker writes its choice back to the URL so a reload or a shared link shows the same view
     wanted = st.query_params.get("role")
-    if DEMO_ROLE_KEY not in st.session_state:
-        st.session_state[DEMO_ROLE_KEY] = wanted if wanted in choices else choices[0]
-    elif st.session_state[DEMO_ROLE_KEY] not in choices:
+    if wanted in choices and wanted != st.session_state.get(_ROLE_PARAM_KEY):
+        st.session_state[DEMO_ROLE_KEY] = wanted
+    elif st.session_state.get(DEMO_ROLE_KEY) not in choices:
         st.session_state[DEMO_ROLE_KEY] = choices[0]
     st.sidebar.warning("**Demo mode** — no sign-in; pick whose view to see.", icon=":material/theater_comedy:")
     choice = st.sidebar.selectbox(
@@ -77,6 +81,8 @@ def _demo_picker(warehouse: queries.Warehouse) -> Identity:
         key=DEMO_ROLE_KEY,
         format_func=lambda c: "Team lead: " + c.split(":", 1)[1] if c.startswith("team_lead:") else c.title(),
     )
+    st.query_params["role"] = choice
+    st.session_state[_ROLE_PARAM_KEY] = choice
     return demo_identity(choice)
 
 

@@ -394,7 +394,8 @@ class LakeRun:
             except BaseException as exc:
                 if not planned:
                     self.abort(f"commit failed: {type(exc).__name__}: {exc}")
-                # else: the plan stands; the next writer to open the lake rolls it forward.
+                else:  # the plan stands: let go of the stage so the next recovery rolls it forward
+                    self._alive.close()
                 raise
             assert self.record is not None
             self.record.status = "committed"

@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 from pydantic import BaseModel, Field
 
 from gpufinops.errors import ConfigError
 from gpufinops.settings import Settings
 from gpufinops.warehouse import connect
-from recommender.histogram import CPU_SPEC, MEMORY_SPEC
+from recommender.histogram import CPU_SPEC, MEMORY_SPEC, DecayingHistogram
 from recommender.model import (
     ClusterSnapshot,
     ContainerUsage,
@@ -73,6 +74,8 @@ class Loader:
         self.cfg = loader_settings or LoaderSettings()
         self.lake = Path(settings.lake_dir)
         self.con: duckdb.DuckDBPyConnection | None = None
+        self._registered: list[str] = []
+        self._containers_cache: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
 
     def __enter__(self) -> Loader:
         self.con = connect(self.settings.warehouse_path)
@@ -149,12 +152,20 @@ class Loader:
             float(r["gpu_equiv"] or 0.0)) for r in rows}
 
     def _pod_map_sql(self, pods: dict[tuple[str, str, str], _PodInfo]) -> str:
-        """The pod -> workload map as an inline VALUES relation (read-only connections cannot
-        create temporary tables)."""
-        if not pods:
-            return "(select null::varchar as cluster, null::varchar as namespace, null::varchar as pod, null::varchar as workload where false)"
-        vals = ", ".join(f"({_lit(c)}, {_lit(n)}, {_lit(p)}, {_lit(i.workload)})" for (c, n, p), i in pods.items())
-        return f"(select * from (values {vals}) as t(cluster, namespace, pod, workload))"
+        """The pod -> workload map, registered as an Arrow relation (a read-only connection
+        cannot create tables; a registered relation needs no write)."""
+        import pyarrow as pa
+
+        assert self.con is not None
+        keys = list(pods)
+        tbl = pa.table({
+            "cluster": [k[0] for k in keys], "namespace": [k[1] for k in keys], "pod": [k[2] for k in keys],
+            "workload": [pods[k].workload for k in keys],
+        }, schema=pa.schema([(c, pa.string()) for c in ("cluster", "namespace", "pod", "workload")]))
+        name = f"_rec_podmap_{len(self._registered)}"
+        self.con.register(name, tbl)
+        self._registered.append(name)
+        return name
 
     # -- latest snapshot --------------------------------------------------------------------------
     def load_snapshots(self, pods: dict[tuple[str, str, str], _PodInfo] | None = None) -> list[ClusterSnapshot]:
@@ -167,9 +178,9 @@ class Loader:
         nodes_by_cluster: dict[str, list[NodeShape]] = defaultdict(list)
         at: dict[str, datetime] = {}
         for r in self._q(f"""
-                with n as (select * from {self._scan(node_files)}),
-                latest as (select cluster, max(snapshot_ts) as ts from n group by cluster)
-                select n.* from n join latest on n.cluster = latest.cluster and n.snapshot_ts = latest.ts"""):
+                with latest as (select cluster, max(snapshot_ts) as ts from {self._scan(node_files)} group by cluster)
+                select n.* from {self._scan(node_files)} n
+                where (n.cluster, n.snapshot_ts) in (select (cluster, ts) from latest)"""):
             labels = _map(r.get("labels"))
             alloc = _map(r.get("allocatable")) or _map(r.get("capacity"))
             replicas = int(r.get("gpu_replicas") or 1)
@@ -189,10 +200,11 @@ class Loader:
         pods_by_cluster: dict[str, list[PodPlacement]] = defaultdict(list)
         if pod_files:
             for r in self._q(f"""
-                    with p as (select * from {self._scan(pod_files)}),
-                    latest as (select cluster, max(snapshot_ts) as ts from p group by cluster)
-                    select p.* from p join latest on p.cluster = latest.cluster and p.snapshot_ts = latest.ts
-                    where p.node is not null and coalesce(p.phase, 'Running') in ('Running', 'Pending')"""):
+                    with latest as (select cluster, max(snapshot_ts) as ts from {self._scan(pod_files)} group by cluster)
+                    select p.* from {self._scan(pod_files)} p
+                    where (p.cluster, p.snapshot_ts) in (select (cluster, ts) from latest)
+                      and p.node is not null and coalesce(p.phase, 'Running') in ('Running', 'Pending')"""):
+                self._containers_cache[(r["cluster"], r["namespace"], r["pod"])] = r.get("containers") or []
                 node = node_of.get((r["cluster"], r["node"]))
                 if node is None:
                     continue
@@ -265,22 +277,25 @@ class Loader:
                 select g.cluster, g.namespace, g.pod, m.workload, date_trunc('hour', g.ts) as hour,
                        coalesce(g.gr_engine_active, g.gpu_util / 100.0) as u, g.fb_used_mib,
                        g.fb_used_mib + g.fb_free_mib as fb_total,
-                       g.hostname || '/' || coalesce(g.uuid, cast(g.gpu as varchar)) || '/' || coalesce(cast(g.mig_instance as varchar), '') as dev
+                       coalesce(g.hostname, '') || '/' || coalesce(g.uuid, cast(g.gpu as varchar)) || '/' || coalesce(cast(g.mig_instance as varchar), '') as dev
                 from {self._scan(files)} g join {self._pod_map_sql(gpu_pods)} m
                   on g.cluster = m.cluster and g.namespace = m.namespace and g.pod = m.pod
                 where g.ts >= ? and g.ts < ?)"""
+            # One scan, three groupings: per workload-hour, per workload, per pod device.
             for r in self._q(f"""with {base}
-                    select cluster, namespace, workload, hour, avg(u) as mean, quantile_cont(u, 0.95) as p95,
-                           count(*) as n, max(fb_used_mib) as fb from s group by all""", [start, end]):
-                samples[(r["cluster"], r["namespace"], r["workload"], _utc(r["hour"]))] = r
-            for r in self._q(f"""with {base}
-                    select cluster, namespace, workload, avg(u) as mean, quantile_cont(u, 0.95) as p95,
-                           max(fb_used_mib) as fb, max(fb_total) as fb_total from s group by all""", [start, end]):
-                wl_stats[(r["cluster"], r["namespace"], r["workload"])] = r
-            for r in self._q(f"""with {base}
-                    select cluster, namespace, workload, pod, dev, quantile_cont(u, 0.95) as p95
-                    from s group by all""", [start, end]):
-                dev_p95[(r["cluster"], r["namespace"], r["workload"])][r["pod"]].append(float(r["p95"]))
+                    select cluster, namespace, workload, hour, pod, dev, avg(u) as mean,
+                           approx_quantile(u, 0.95) as p95, count(*) as n, max(fb_used_mib) as fb,
+                           max(fb_total) as fb_total
+                    from s group by grouping sets ((cluster, namespace, workload, hour),
+                                                   (cluster, namespace, workload),
+                                                   (cluster, namespace, workload, pod, dev))""", [start, end]):
+                key = (r["cluster"], r["namespace"], r["workload"])
+                if r["hour"] is not None:
+                    samples[(*key, _utc(r["hour"]))] = r
+                elif r["dev"] is not None:
+                    dev_p95[key][r["pod"]].append(float(r["p95"]))
+                else:
+                    wl_stats[key] = r
         hourly: dict[tuple[str, str, str], list[HourUsage]] = defaultdict(list)
         for r in mart:
             key = (r["cluster"], r["namespace"], r["workload"])
@@ -338,37 +353,51 @@ class Loader:
     def _container_usage(self, start: datetime, end: datetime, pods: dict[tuple[str, str, str], _PodInfo],
                          snaps: list[ClusterSnapshot]) -> list[ContainerUsage]:
         files = self._files("container_usage", since_day=start.date().isoformat())
-        if not files or not pods:
+        latest = self._latest_by_workload(snaps, pods)
+        live = {k: v for k, v in pods.items() if (k[0], k[1], v.workload) in latest}  # only what still runs
+        if not files or not live:
             return []
         ref = end.timestamp()
         hl = self.cfg.histogram_half_life_hours * 3600.0
-        base = f"""j as (
-            select m.cluster, m.namespace, m.workload, u.pod, u.container, u.ts, u.cpu_cores,
-                   u.memory_working_set_bytes as mem
-            from {self._scan(files)} u join {self._pod_map_sql(pods)} m
-              on u.cluster = m.cluster and u.namespace = m.namespace and u.pod = m.pod
-            where u.ts >= ? and u.ts < ?)"""
         key_cols = "cluster, namespace, workload, container"
+        # One scan: CPU histogram buckets per sample (decayed), and per pod-hour the sample count,
+        # first/last time and peak memory (VPA keeps memory peaks per interval, not every sample).
+        rows = self._q(f"""
+            with j as (
+                select m.cluster, m.namespace, m.workload, u.pod, u.container, u.ts, u.cpu_cores,
+                       u.memory_working_set_bytes as mem, date_trunc('hour', u.ts) as hour,
+                       {CPU_SPEC.bucket_sql('u.cpu_cores')} as cb,
+                       pow(2.0, (epoch(u.ts) - {ref!r}) / {hl!r}) as w
+                from {self._scan(files)} u join {self._pod_map_sql(live)} m
+                  on u.cluster = m.cluster and u.namespace = m.namespace and u.pod = m.pod
+                where u.ts >= ? and u.ts < ?)
+            select {key_cols}, cb, pod, hour, grouping(pod, hour) as g,
+                   sum(case when cpu_cores is not null then w end) as w, count(*) as n,
+                   min(ts) as first, max(ts) as last, max(mem) as peak
+            from j group by grouping sets (({key_cols}, cb), ({key_cols}, pod, hour))""", [start, end])
         cpu_b: dict[tuple, dict[int, float]] = defaultdict(dict)
-        for r in self._q(f"""with {base}
-                select {key_cols}, {CPU_SPEC.bucket_sql('cpu_cores')} as b,
-                       sum(pow(2.0, (epoch(ts) - {ref!r}) / {hl!r})) as w
-                from j where cpu_cores is not null group by all""", [start, end]):
-            cpu_b[(r["cluster"], r["namespace"], r["workload"], r["container"])][int(r["b"])] = float(r["w"])
-        mem_b: dict[tuple, dict[int, float]] = defaultdict(dict)
-        # Memory: VPA records peaks per interval, not every sample; here the hourly peak per pod.
-        for r in self._q(f"""with {base}, peaks as (
-                    select {key_cols}, pod, date_trunc('hour', ts) as hour, max(mem) as peak
-                    from j where mem is not null group by all)
-                select {key_cols}, {MEMORY_SPEC.bucket_sql('peak')} as b,
-                       sum(pow(2.0, (epoch(hour + interval 1 hour) - {ref!r}) / {hl!r})) as w
-                from peaks group by all""", [start, end]):
-            mem_b[(r["cluster"], r["namespace"], r["workload"], r["container"])][int(r["b"])] = float(r["w"])
-        stats = self._q(f"""with {base}
-                select {key_cols}, count(*) as n, min(ts) as first, max(ts) as last, max(mem) as peak
-                from j group by all""", [start, end])
+        peaks: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+        agg: dict[tuple, dict[str, Any]] = {}
+        for r in rows:
+            k = (r["cluster"], r["namespace"], r["workload"], r["container"])
+            if r["g"] != 0:
+                if r["cb"] is not None and r["w"]:
+                    cpu_b[k][int(r["cb"])] = float(r["w"])
+                continue
+            if r["peak"] is not None:
+                peaks[k].append(((_utc(r["hour"]) + timedelta(hours=1)).timestamp(), float(r["peak"])))
+            a = agg.setdefault(k, {"n": 0, "first": r["first"], "last": r["last"], "peak": 0.0})
+            a["n"] += int(r["n"])
+            a["first"], a["last"] = min(a["first"], r["first"]), max(a["last"], r["last"])
+            a["peak"] = max(a["peak"], float(r["peak"] or 0.0))
+        mem_b: dict[tuple, dict[int, float]] = {}
+        for k, pk in peaks.items():
+            h = DecayingHistogram(MEMORY_SPEC)
+            arr = np.array(pk)
+            h.add(arr[:, 1], arr[:, 0], reference=end, half_life_s=hl)
+            mem_b[k] = h.weights
+        stats = [{"cluster": k[0], "namespace": k[1], "workload": k[2], "container": k[3], **a} for k, a in agg.items()]
         rates = self._cpu_mem_rates(start, end, pods, snaps)
-        latest = self._latest_by_workload(snaps, pods)
         out = []
         for r in stats:
             key = (r["cluster"], r["namespace"], r["workload"])
@@ -390,18 +419,7 @@ class Loader:
 
     @property
     def _containers(self) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
-        """Per-container requests/limits of the latest snapshot's pods (read once)."""
-        if not hasattr(self, "_containers_cache"):
-            files = self._files("k8s_pods", latest_day_only=True)
-            cache: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-            if files:
-                for r in self._q(f"""
-                        with p as (select cluster, namespace, pod, snapshot_ts, containers from {self._scan(files)}),
-                        latest as (select cluster, max(snapshot_ts) as ts from p group by cluster)
-                        select p.cluster, p.namespace, p.pod, p.containers from p
-                        join latest on p.cluster = latest.cluster and p.snapshot_ts = latest.ts"""):
-                    cache[(r["cluster"], r["namespace"], r["pod"])] = r["containers"] or []
-            self._containers_cache = cache
+        """Per-container requests/limits of the latest snapshot's pods (filled by load_snapshots)."""
         return self._containers_cache
 
     def _cpu_mem_rates(self, start: datetime, end: datetime, pods: dict[tuple[str, str, str], _PodInfo],

@@ -459,15 +459,15 @@ def _solve_neighbourhood(st: _State, nb: list[int], time_limit: float, settings:
     return True
 
 
-def _improve(st: _State, settings: PackingSettings) -> int:
+def _improve(st: _State, settings: PackingSettings, bound: int) -> tuple[int, int]:
     deadline = time.monotonic() + settings.time_limit_s
     rng = random.Random(settings.seed)
     improved = 0
     rounds = 0
     while time.monotonic() < deadline - 0.05:
         open_nodes = [i for i in range(len(st.nodes)) if st.open[i]]
-        if len(open_nodes) <= 1:
-            break
+        if len(open_nodes) <= 1 or (len(open_nodes) <= bound and rounds > 0):
+            break  # at the lower bound: no node left to free
         whole_pool = len(open_nodes) <= settings.neighbourhood_nodes
         if whole_pool:
             nb = open_nodes
@@ -488,7 +488,7 @@ def _improve(st: _State, settings: PackingSettings) -> int:
         rounds += 1
         if whole_pool:
             break  # the whole pool was solved (optimal or out of time)
-    return rounds
+    return rounds, improved
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,10 +512,10 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
     ffd = _snapshot(st)
     ffd_plan = _plan_of(st, nodes, pods, "ffd")
     solver = "ffd"
-    rounds = 0
+    rounds = improved = 0
     at_bound = ffd_plan.nodes_after <= ffd_plan.lower_bound and not ffd_plan.moves  # nothing left to gain
     if settings.use_cp_sat and settings.time_limit_s > 0 and len(nodes) > 1 and not at_bound:
-        rounds = _improve(st, settings)
+        rounds, improved = _improve(st, settings, ffd_plan.lower_bound)
         solver = "ffd+cp-sat"
     plan = _plan_of(st, nodes, pods, solver)
     if check_plan(nodes, pods, plan, settings, pdb_allowed):
@@ -524,7 +524,7 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
     if check_plan(nodes, pods, plan, settings, pdb_allowed):
         plan = _plan_of(_State(nodes, pods, settings, pdb_allowed), nodes, pods, "none")
     plan.stats = {
-        "ffd_s": round(t_ffd, 3), "total_s": round(time.perf_counter() - t0, 3), "cp_sat_rounds": rounds,
+        "ffd_s": round(t_ffd, 3), "total_s": round(time.perf_counter() - t0, 3), "cp_sat_rounds": rounds, "cp_sat_improvements": improved,
         "ffd_nodes_after": ffd_plan.nodes_after, "ffd_evictions": len(ffd_plan.moves),
     }
     return plan

@@ -53,13 +53,13 @@ DEVICES: list[Device] = [
            ("node-a", 0, "GPU-a0", A100, None, None, "ml", "train-0", "trainer")),
     Device({**_COMMON, "Hostname": "node-a", "gpu": "1", "UUID": "GPU-a1", "modelName": A100, "device": "nvidia1"},
            ("node-a", 1, "GPU-a1", A100, None, None, None, None, None)),
-    # New generation: hostname, pod / namespace / container.
-    Device({**_COMMON, "hostname": "node-b", "gpu": "0", "UUID": "GPU-b0", "modelName": H100,
+    # New generation: hostname (a dotted FQDN: the split matchers must escape it), pod / namespace / container.
+    Device({**_COMMON, "hostname": "node-b.gpu.internal", "gpu": "0", "UUID": "GPU-b0", "modelName": H100,
             "pod": "serve-1", "namespace": "infer", "container": "server"},
-           ("node-b", 0, "GPU-b0", H100, None, None, "infer", "serve-1", "server")),
-    Device({**_COMMON, "hostname": "node-b", "gpu": "1", "UUID": "GPU-b1", "modelName": H100,
+           ("node-b.gpu.internal", 0, "GPU-b0", H100, None, None, "infer", "serve-1", "server")),
+    Device({**_COMMON, "hostname": "node-b.gpu.internal", "gpu": "1", "UUID": "GPU-b1", "modelName": H100,
             "pod": "serve-2", "namespace": "infer", "container": "server"},
-           ("node-b", 1, "GPU-b1", H100, None, None, "infer", "serve-2", "server")),
+           ("node-b.gpu.internal", 1, "GPU-b1", H100, None, None, "infer", "serve-2", "server")),
     # MIG instances (GPU_I_PROFILE / GPU_I_ID), two on gpu 0 and an unassigned one on gpu 1.
     Device({**_COMMON, "hostname": "node-c", "gpu": "0", "UUID": "GPU-c0", "modelName": A100,
             "GPU_I_PROFILE": "1g.10gb", "GPU_I_ID": "7", "pod": "nb-1", "namespace": "notebooks", "container": "jupyter"},
@@ -81,7 +81,7 @@ DEVICES: list[Device] = [
 ]
 # node-b gpu 1 changes hands halfway: serve-2 ends (its series stops) and serve-3 starts.
 HANDOVER = 90
-SUCCESSOR = Device({**DEVICES[3].labels, "pod": "serve-3"}, ("node-b", 1, "GPU-b1", H100, None, None, "infer", "serve-3", "server"))
+SUCCESSOR = Device({**DEVICES[3].labels, "pod": "serve-3"}, ("node-b.gpu.internal", 1, "GPU-b1", H100, None, None, "infer", "serve-3", "server"))
 # A series no row can be made of (no gpu label): skipped and counted.
 NO_GPU_LABELS = {**_COMMON, "hostname": "node-e", "UUID": "GPU-e0"}
 NAN_AT = (2, "gpu_util", 10)  # (device index, field, point): the one NaN sample

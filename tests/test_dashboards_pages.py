@@ -42,13 +42,16 @@ def env(home, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
-def _app(role: str | None = None, **query: str) -> AppTest:
+def _app(role: str | None = None, page: str | None = None, **query: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     if role:
         at.query_params["role"] = role
     for k, v in query.items():
         at.query_params[k] = v
-    return at.run()
+    at.run()
+    if page:
+        at.switch_page(f"views/{page}.py").run()
+    return at
 
 
 def _rendered_text(at: AppTest) -> str:
@@ -71,7 +74,7 @@ def _metrics(at: AppTest) -> dict[str, str]:
 
 
 def test_finance_page_numbers_and_csv_for_every_table(env) -> None:
-    at = _app("finance")
+    at = _app("finance", "finance")
     _ok(at)
     assert at.title[0].value == "Finance"
     m = _metrics(at)
@@ -86,7 +89,7 @@ def test_finance_page_numbers_and_csv_for_every_table(env) -> None:
 
 
 def test_team_lead_sees_only_their_team(env) -> None:
-    at = _app("team_lead:alpha")
+    at = _app("team_lead:alpha", "team")
     _ok(at)
     assert at.title[0].value == "Team"
     m = _metrics(at)
@@ -104,7 +107,7 @@ def test_team_lead_sees_only_their_team(env) -> None:
 
 
 def test_team_lead_cannot_reach_another_team_by_query_parameter(env) -> None:
-    at = _app("team_lead:alpha", team="beta")
+    at = _app("team_lead:alpha", "team", team="beta")
     _ok(at)
     assert [e.value for e in at.error] == ["Team `beta` is not one of yours."]
     assert not at.metric and not at.dataframe
@@ -112,7 +115,7 @@ def test_team_lead_cannot_reach_another_team_by_query_parameter(env) -> None:
 
 
 def test_team_lead_beta_sees_beta(env) -> None:
-    at = _app("team_lead:beta")
+    at = _app("team_lead:beta", "team")
     _ok(at)
     assert _metrics(at)["Cost (chargeback)"] == "$486.40"
     text = _rendered_text(at)
@@ -120,15 +123,13 @@ def test_team_lead_beta_sees_beta(env) -> None:
 
 
 def test_finance_may_open_any_team(env) -> None:
-    at = _app("finance", team="beta")
-    at.switch_page("views/team.py").run()
+    at = _app("finance", "team", team="beta")
     _ok(at)
     assert _metrics(at)["Cost (chargeback)"] == "$486.40"
 
 
 def test_platform_page(env) -> None:
-    at = _app("platform")
-    at.switch_page("views/platform.py").run()
+    at = _app("platform", "platform")
     _ok(at)
     assert at.title[0].value == "Platform"
     m = _metrics(at)
@@ -137,21 +138,33 @@ def test_platform_page(env) -> None:
     assert "nodes_freed" in _rendered_text(at)
 
 
-@pytest.mark.parametrize("page", ["views/finance.py", "views/team.py", "views/platform.py"])
+@pytest.mark.parametrize("page", ["finance", "team", "platform"])
 def test_admin_opens_every_page(env, page) -> None:
-    at = _app("admin")
-    at.switch_page(page).run()
+    at = _app("admin", page)
     _ok(at)
-    assert not at.error
+    assert not at.error and at.title[0].value == page.title()
+
+
+@pytest.mark.parametrize("role,cost", [("finance", "$1,449.60"), ("team_lead:alpha", "$963.20"), ("platform", "$1,449.60")])
+def test_home_page_at_a_glance(env, role, cost) -> None:
+    at = _app(role)
+    _ok(at)
+    assert at.title[0].value == "GPU cost at a glance"
+    m = _metrics(at)
+    assert m["Cost, last 7 days"] == cost
+    assert ("Stranded by fragmentation" in m) == (not role.startswith("team_lead"))
+    assert [p.label for p in at.get("page_link")] == {
+        "finance": ["Finance", "Team"], "team_lead:alpha": ["Team"], "platform": ["Team", "Platform"]}[role]
 
 
 def test_demo_picker_switches_role(env) -> None:
     at = _app()
-    assert at.title[0].value == "Finance"
+    assert _metrics(at)["Cost, last 7 days"] == "$1,449.60"  # the first choice, finance
     assert any("Demo mode" in w.value for w in at.sidebar.warning)
     at.sidebar.selectbox(key=session.DEMO_ROLE_KEY).set_value("team_lead:beta").run()
     _ok(at)
-    assert at.title[0].value == "Team"
+    assert _metrics(at)["Cost, last 7 days"] == "$486.40"
+    assert at.query_params["role"] == "team_lead:beta"  # written back to the URL
 
 
 def test_headers_mode(env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,7 +177,7 @@ def test_headers_mode(env, monkeypatch: pytest.MonkeyPatch) -> None:
         session, "request_headers",
         lambda: {"X-Forwarded-User": "lee", "X-Forwarded-Groups": "gpufinops-lead-beta"},
     )
-    at = _app()
+    at = _app(page="team")
     _ok(at)
     assert at.title[0].value == "Team" and _metrics(at)["Cost (chargeback)"] == "$486.40"
     assert not at.sidebar.warning  # no demo banner

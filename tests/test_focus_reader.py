@@ -136,3 +136,33 @@ def test_identical_lines_get_distinct_row_hashes(tmp_path: Path) -> None:
     dup.write_text("\n".join([text[0], text[1], text[1]]) + "\n")
     hashes = read_focus_file(dup).table.column("row_hash").to_pylist()
     assert hashes[1] == hashes[0] + "#2"
+
+
+def test_gzipped_csv_and_typed_parquet_with_a_tags_map(tmp_path: Path) -> None:
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    gz = tmp_path / "aws_focus_1.0.csv.gz"
+    gz.write_bytes(gzip.compress((FIX / "aws_focus_1.0.csv").read_bytes()))
+    plain = read_focus_file(FIX / "aws_focus_1.0.csv").table
+    assert read_focus_file(gz).table.column("row_hash").equals(plain.column("row_hash"))
+    # A Parquet export with naive timestamps, a decimal cost and Tags as a real map.
+    import csv
+
+    with (FIX / "aws_focus_1.0.csv").open(newline="") as fh:
+        raw = list(csv.DictReader(fh))
+    t = pa.table({name: pa.array([r[name] for r in raw], pa.string())
+                  for name in MANDATORY["1.0"] if name not in ("BilledCost", "ChargePeriodStart", "ChargePeriodEnd")})
+    t = t.append_column("BilledCost", pa.array([round(v, 6) for v in plain.column("BilledCost").to_pylist()]).cast(pa.decimal128(18, 6)))
+    naive = [v.replace(tzinfo=None) for v in plain.column("ChargePeriodStart").to_pylist()]
+    t = t.append_column("ChargePeriodStart", pa.array(naive, pa.timestamp("ms")))
+    t = t.append_column("ChargePeriodEnd", pa.array(naive, pa.timestamp("ms")))
+    t = t.append_column("Tags", pa.array([[("team", "a"), ("env", "b")]] * t.num_rows, pa.map_(pa.string(), pa.string())))
+    out = tmp_path / "typed.parquet"
+    pq.write_table(t, out)
+    got = read_focus_file(out).table
+    assert got.column("ChargePeriodStart").to_pylist()[0] == datetime(2026, 11, 1, tzinfo=UTC)
+    assert got.column("BilledCost").to_pylist() == pytest.approx(plain.column("BilledCost").to_pylist())
+    assert dict(got.column("Tags").to_pylist()[0]) == {"team": "a", "env": "b"}

@@ -127,3 +127,58 @@ def test_a_commit_after_a_crash_rolls_the_dead_plan_forward_first(tmp_path):
     # Day 1 now holds the later run's 7 rows; days 2-3 the crashed run's rolled-forward rows.
     assert _lake(tmp_path) == ([(0.5, 7), (0.9, 100)], [("new",)])
     assert {r.status for r in list_runs(tmp_path)} == {"committed"}
+
+
+def _three_days(util: float) -> list[pa.Table]:
+    return [pa.Table.from_pylist([
+        {"ts": T0 + timedelta(days=d, minutes=m), "hostname": "h", "gpu": 0, "uuid": "u", "gr_engine_active": util}
+        for m in range(50)]) for d in range(3)]
+
+
+def test_an_error_after_the_commit_point_is_rolled_forward_even_in_the_same_process(tmp_path, monkeypatch):
+    import ingest.lake as lake
+
+    _old_slice(tmp_path)
+    real = lake._execute_plan
+
+    def fail_halfway(root, plan):
+        real(root, {"moves": plan["moves"][:1], "deletes": []})
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(lake, "_execute_plan", fail_halfway)
+    w = LakeWriter(tmp_path)
+    try:
+        with w.run("dcgm", "c1", T0, T0 + timedelta(days=3)) as run:
+            for t in _three_days(0.9):
+                run.add("gpu_samples", t)
+            run.add("k8s_namespaces", [{"snapshot_ts": T0, "namespace": "new"}])
+    except OSError:
+        pass
+    else:
+        raise AssertionError("the commit should have failed")
+    assert list_runs(tmp_path)[-1].status == "running"  # not final yet: the plan stands
+    monkeypatch.setattr(lake, "_execute_plan", real)
+    LakeWriter(tmp_path)  # same process: the failed run's stage must not look alive
+    assert _lake(tmp_path) == ([(0.9, 150)], [("new",)])
+    assert list_runs(tmp_path)[-1].status == "committed"
+
+
+def test_an_error_before_the_commit_point_fails_the_run_and_keeps_the_old_slice(tmp_path, monkeypatch):
+    from ingest.lake import LakeRun
+
+    _old_slice(tmp_path)
+    before = _lake(tmp_path)
+
+    def broken_plan(self):
+        raise OSError("cannot read an old file")
+
+    monkeypatch.setattr(LakeRun, "_plan", broken_plan)
+    w = LakeWriter(tmp_path)
+    try:
+        with w.run("dcgm", "c1", T0, T0 + timedelta(days=3)) as run:
+            run.add("gpu_samples", _three_days(0.9)[0])
+    except OSError:
+        pass
+    rec = list_runs(tmp_path)[-1]
+    assert rec.status == "failed" and "cannot read an old file" in rec.error
+    assert _lake(tmp_path) == before and not any((tmp_path / "_staging").iterdir())

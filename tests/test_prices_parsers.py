@@ -68,6 +68,17 @@ def test_aws_region_filter_and_bad_price(tmp_path: Path) -> None:
         parse_price_file(bad, "aws")
 
 
+def test_aws_csv_bad_price_names_sku_and_column(tmp_path: Path) -> None:
+    text = (FIX / "aws_ec2_offer.csv").read_text()
+    bad = tmp_path / "offer.csv"
+    bad.write_text(text.replace('"0.5260000000"', '"n/a"'))
+    with pytest.raises(InputError, match=r"SKU G4DNLINUX000001 term JRTCKXETXF, column PricePerUnit: price 'n/a'"):
+        parse_price_file(bad, "aws")
+    (tmp_path / "not_offer.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(InputError, match="not an AWS offer CSV"):
+        parse_price_file(tmp_path / "not_offer.csv", "aws")
+
+
 def _gcp_component_prices() -> dict[str, float]:
     """Component prices read straight from the fixture: description -> first price."""
     doc = json.loads((FIX / "gcp_compute_skus.json").read_text())
@@ -176,3 +187,44 @@ def test_own_csv_rejects_unknown_columns_and_repeats(tmp_path: Path) -> None:
                  "aws,us-east-1,p5.48xlarge,on_demand,98.32,2026-11-01\naws,us-east-1,p5.48xlarge,on_demand,90,2026-11-01\n")
     with pytest.raises(InputError, match="line 3 repeats the price of line 2"):
         parse_price_file(f, "csv")
+
+
+@pytest.mark.parametrize(("description", "usage", "expected"), [
+    ("N2 Instance Core running in Americas", "OnDemand", ("n2", "cpu", "on_demand")),
+    ("N2 Instance Ram running in EMEA", "Preemptible", ("n2", "ram", "spot")),
+    ("Commitment v1: N2 Cpu in Americas for 1 Year", "Commit1Yr", ("n2", "cpu", "reserved")),
+    ("Commitment v1: Ram in Americas for 1 Year", "Commit1Yr", ("n1", "ram", "reserved")),  # N1 commitments name no family
+    ("Nvidia H100 80GB GPU running in Americas", "OnDemand", ("nvidia-h100-80gb", "gpu", "on_demand")),
+    ("Nvidia Tesla A100 80GB GPU running in Americas", "OnDemand", ("nvidia-a100-80gb", "gpu", "on_demand")),
+    ("N2 Custom Instance Core running in Americas", "OnDemand", None),
+    ("Sole Tenancy Instance Core running in Americas", "OnDemand", None),
+    ("A2 Instance Core running in Americas", "Commit3Yr", None),
+])
+def test_gcp_sku_classification(description: str, usage: str, expected: tuple | None) -> None:
+    from ingest.prices.gcp import classify_sku
+
+    comp = classify_sku({"description": description, "category": {"resourceFamily": "Compute", "usageType": usage}})
+    assert (None if comp is None else (comp.key, comp.part, comp.capacity)) == expected
+
+
+def test_azure_crawls_an_api_url_with_httpx(tmp_path: Path) -> None:
+    import functools
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path)))
+    base = f"http://127.0.0.1:{server.server_port}"
+    pages = [json.loads((FIX / f"azure_retail-{n}.json").read_text()) for n in (1, 2, 3)]
+    pages[0]["NextPageLink"], pages[1]["NextPageLink"] = f"{base}/p2.json", f"{base}/p3.json"
+    for n, page in enumerate(pages, start=1):
+        (tmp_path / f"p{n}.json").write_text(json.dumps(page))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        recs = parse_price_file(f"{base}/p1.json", "azure")
+        with pytest.raises(InputError, match="HTTP 404"):
+            parse_price_file(f"{base}/missing.json", "azure")
+    finally:
+        server.shutdown()
+    assert len(recs) == 7 and {r.source for r in recs} == {"azure:p1.json"}

@@ -163,7 +163,8 @@ def test_cli_ingest_dcgm_and_usage_resume(prometheus_server, tmp_path):
     runner = CliRunner()
     home = ["--home", str(tmp_path)]
     common = ["--prometheus", prometheus_server.url, "--cluster", "c1"]
-    res = runner.invoke(app, [*home, "ingest", "dcgm", *common, "--start", T0.isoformat(), "--end", "2025-03-01T02:00:00Z"])
+    res = runner.invoke(app, [*home, "ingest", "dcgm", *common, "--start", T0.isoformat(), "--end", "2025-03-01T02:00:00Z",
+                              "--compress"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["rows"] == 9 * 120
     res = runner.invoke(app, [*home, "ingest", "dcgm", *common, "--end", END.isoformat()])  # resumes
@@ -174,6 +175,9 @@ def test_cli_ingest_dcgm_and_usage_resume(prometheus_server, tmp_path):
     assert res.exit_code == 0 and json.loads(res.stdout)["windows"] == 0
     res = runner.invoke(app, [*home, "ingest", "usage", *common, "--end", END.isoformat()])
     assert res.exit_code == 2 and "--start" in res.output  # no watermark for usage yet
-    res = runner.invoke(app, [*home, "ingest", "usage", *common, "--start", str(int(T0.timestamp())), "--end", END.isoformat(), "--step", "5m"])
+    res = runner.invoke(app, [*home, "ingest", "usage", *common, "--start", str(int(T0.timestamp())), "--rate-window", "5 min"])
+    assert res.exit_code == 2 and "--rate-window" in res.output
+    res = runner.invoke(app, [*home, "ingest", "usage", *common, "--start", str(int(T0.timestamp())), "--end", END.isoformat(),
+                              "--step", "5m", "--rate-window", "10m"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["rows"] == len(USAGE_EXPECTED) * (POINTS // 5)

@@ -49,6 +49,18 @@ def test_cp_sat_improves_where_drain_ffd_is_stuck() -> None:
     assert check_plan(nodes, pods, plan) == []
 
 
+def test_neighbourhood_search_on_a_pool_larger_than_one_neighbourhood() -> None:
+    # The stuck 5,5,4,3,3 pattern plus four full nodes, with neighbourhoods of 4 nodes: the search
+    # still finds the node to free (the full nodes take nothing, so the bound is 2 + 4 = 6).
+    nodes = [node(f"n{i}") for i in range(3)] + [node(f"f{i}") for i in range(4)]
+    pods = [pod("a5", "n0", 5), pod("b4", "n0", 4), pod("c5", "n1", 5), pod("d3", "n1", 3), pod("e3", "n2", 3)]
+    pods += [pod(f"full{i}", f"f{i}", 10) for i in range(4)]
+    plan = pack_pool(nodes, pods, PackingSettings(time_limit_s=6, neighbourhood_nodes=4))
+    assert pack_pool(nodes, pods, FFD_ONLY).nodes_after == 7
+    assert plan.nodes_after == 6 and plan.stats["cp_sat_improvements"] >= 1
+    assert check_plan(nodes, pods, plan) == []
+
+
 def test_empty_nodes_are_freed_without_moves_and_daemonsets_stay() -> None:
     nodes = [node("n0"), node("n1", price=3.0)]
     pods = [pod("a", "n0", 2), pod("ds0", "n0", 0.1, owner="DaemonSet", tier="system"),

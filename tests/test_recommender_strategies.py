@@ -85,8 +85,20 @@ def test_serving_with_a_nightly_lull_gets_a_window_not_an_eviction() -> None:
     utils = [(0.4 if 8 <= h % 24 < 20 else 0.0) for h in range(48)]
     recs = ReclaimIdleGpu().run(data(wl("api", "serving", utils, workload_kind="Deployment")))
     assert len(recs) == 1 and recs[0].kind == "scale_to_zero_window"
-    assert recs[0].proposed["scale_to_zero_utc_hours"] == [0, 1, 2, 3, 4, 5, 6, 7, 20, 21, 22, 23]
+    # One contiguous window across midnight, in window order.
+    assert recs[0].proposed["scale_to_zero_utc_hours"] == [20, 21, 22, 23, 0, 1, 2, 3, 4, 5, 6, 7]
     assert recs[0].est_monthly_savings_usd == pytest.approx(2.0 * 730 * 12 / 24)
+
+
+def test_serving_window_needs_repeated_days_and_one_block() -> None:
+    # One day only: a lull seen once is not a daily pattern.
+    one_day = [(0.4 if 8 <= h < 20 else 0.0) for h in range(24)]
+    assert ReclaimIdleGpu().run(data(wl("api", "serving", one_day, workload_kind="Deployment"))) == []
+    # Two idle blocks per day (01-05 and 13-15): only the longer one becomes the window.
+    utils = [(0.0 if (1 <= h % 24 < 6 or 13 <= h % 24 < 16) else 0.4) for h in range(48)]
+    recs = ReclaimIdleGpu().run(data(wl("api", "serving", utils, workload_kind="Deployment")))
+    assert recs[0].proposed["scale_to_zero_utc_hours"] == [1, 2, 3, 4, 5]
+    assert recs[0].est_monthly_savings_usd == pytest.approx(2.0 * 730 * 5 / 24, abs=0.01)
 
 
 def test_training_stopped_only_when_checkpointed() -> None:

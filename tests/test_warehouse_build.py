@@ -216,7 +216,7 @@ def test_incremental_build_adds_the_new_hour_only(incremental_build):
     try:
         old_alloc = con.sql(f"select * from fct_gpu_allocation_hourly where hour < '{H12}' order by hour, pod").fetchall()
         old_nodes = con.sql(f"select * from fct_node_hourly where hour < '{H12}' order by hour, node").fetchall()
-        new_pods = con.sql(f"select count(*), sum(unmeasured_gpu_hours) from fct_gpu_allocation_hourly where hour = '{H12}'").fetchone()
+        new_pods = con.execute(f"select count(*), sum(unmeasured_gpu_hours) from fct_gpu_allocation_hourly where hour = '{H12}'").fetchone()
     finally:
         con.close()
     assert len(old_alloc) == len(before["alloc"]) and len(old_nodes) == len(before["nodes"])

@@ -47,18 +47,18 @@ class ShowbackSummary:
 def showback_summary(warehouse: Path | str, *, top: int = 5) -> ShowbackSummary:
     con = connect(warehouse, read_only=True)
     try:
-        (first, last, clusters, node_cost, gpu_cost, cap_h, unalloc_h) = con.sql(
+        (first, last, clusters, node_cost, gpu_cost, cap_h, unalloc_h) = con.execute(
             "select cast(min(hour) as date)::varchar, cast(max(hour) as date)::varchar, count(distinct cluster), "
             "coalesce(sum(node_cost_usd), 0), coalesce(sum(gpu_cost_usd), 0), "
             "coalesce(sum(coalesce(gpu_capacity, 0) * covered_hours), 0), coalesce(sum(unallocated_gpu_hours), 0) "
             "from fct_node_hourly"
         ).fetchone()
-        (alloc_h, measured_h, idle_h, unmeasured_h) = con.sql(
+        (alloc_h, measured_h, idle_h, unmeasured_h) = con.execute(
             "select coalesce(sum(gpu_hours), 0), coalesce(sum(measured_gpu_hours), 0), "
             "coalesce(sum(idle_gpu_hours), 0), coalesce(sum(unmeasured_gpu_hours), 0) from fct_gpu_allocation_hourly"
         ).fetchone()
-        (chargeback,) = con.sql("select coalesce(sum(chargeback_usd), 0) from fct_showback_daily").fetchone()
-        (unpriced,) = con.sql("select count(*) from dq_unpriced_nodes").fetchone()
+        (chargeback,) = con.execute("select coalesce(sum(chargeback_usd), 0) from fct_showback_daily").fetchone()
+        (unpriced,) = con.execute("select count(*) from dq_unpriced_nodes").fetchone()
         tenants = con.execute(
             "select tenant, sum(gpu_hours), sum(chargeback_usd), "
             "sum(idle_gpu_hours) / nullif(sum(measured_gpu_hours), 0) "

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from datetime import date, datetime
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -35,17 +35,20 @@ def demo(
     nodes: int = typer.Option(150, "--nodes", envvar="GPUFINOPS_DEMO_NODES", help="Nodes in all clusters together."),
     seed: int = typer.Option(42, "--seed", envvar="GPUFINOPS_DEMO_SEED", help="Random seed; same seed, same rows."),
     start: str = typer.Option("2026-11-01", "--start", envvar="GPUFINOPS_DEMO_START", help="First day (UTC midnight), YYYY-MM-DD."),
-    snapshot_interval: Optional[int] = typer.Option(
+    snapshot_interval: int | None = typer.Option(
         None, "--snapshot-interval", "--k8s-interval", envvar="GPUFINOPS_DEMO_K8S_INTERVAL",
-        help="Seconds between Kubernetes snapshots [default: the snapshot_interval_s setting, 60].",
+        help="Seconds between Kubernetes snapshots (default: the snapshot_interval_s setting, 60).",
     ),
     dcgm_interval: int = typer.Option(60, "--dcgm-interval", envvar="GPUFINOPS_DEMO_DCGM_INTERVAL", help="Seconds between DCGM / usage samples."),
-    gpus_per_node: Optional[int] = typer.Option(
+    gpus_per_node: int | None = typer.Option(
         None, "--gpus-per-node", envvar="GPUFINOPS_DEMO_GPUS_PER_NODE", help="Make every node an N-GPU node (8 for the bench fleet)."),
     fleet: str = typer.Option("default", "--fleet", envvar="GPUFINOPS_DEMO_FLEET", help="default | bench (= --gpus-per-node 8)."),
     target_allocation: float = typer.Option(0.72, "--target-allocation", envvar="GPUFINOPS_DEMO_TARGET_ALLOCATION", help="GPU allocation the workload aims at."),
-    data_dir: Optional[Path] = typer.Option(None, "--data-dir", envvar="GPUFINOPS_DEMO_DATA_DIR", help="Folder with openb/ and genai/ traces [default: <repo>/../shared/data]."),
-    price_card: Optional[Path] = typer.Option(None, "--price-card", envvar="GPUFINOPS_DEMO_PRICE_CARD", help="Price card CSV [default: seeds/price_card.csv]."),
+    workers: int = typer.Option(
+        min(2, os.cpu_count() or 1), "--workers", envvar="GPUFINOPS_DEMO_WORKERS",
+        help="Processes (clusters are generated in parallel; the rows do not depend on it)."),
+    data_dir: Path | None = typer.Option(None, "--data-dir", envvar="GPUFINOPS_DEMO_DATA_DIR", help="Folder with openb/ and genai/ traces (default: <repo>/../shared/data)."),  # noqa: B008
+    price_card: Path | None = typer.Option(None, "--price-card", envvar="GPUFINOPS_DEMO_PRICE_CARD", help="Price card CSV (default: seeds/price_card.csv)."),  # noqa: B008
 ) -> None:
     """Make the demo fleet in the lake from the real traces (idempotent for the same options)."""
     from ingest.demo.generate import DemoOptions, generate_demo
@@ -57,6 +60,7 @@ def demo(
         days=days, clusters=clusters, nodes=nodes, seed=seed, start=_date(start),
         snapshot_interval_s=snapshot_interval or settings.snapshot_interval_s, dcgm_interval_s=dcgm_interval,
         gpus_per_node=gpus_per_node or (8 if fleet == "bench" else None), target_allocation=target_allocation,
+        workers=workers,
     )
     if data_dir is not None:
         opts.data_dir = data_dir

@@ -41,6 +41,7 @@ _FROM_FILE = typer.Option(None, "--from-file", help="A saved dcgm-exporter /metr
 _AT = typer.Option(None, "--at", help="Sample time for a file without timestamps (default: its mtime).")
 _RETRIES = typer.Option(4, "--retries", help="Retries (with exponential backoff) on timeouts, 429 and 5xx.")
 _RATE_WINDOW = typer.Option("5m", "--rate-window", help="Window of rate() over the CPU counter (at least 4 scrape intervals).")
+_COMPRESS = typer.Option(False, "--compress/--no-compress", help="Ask for gzip answers (for a slow link; costs CPU on both ends).")
 _CONCURRENCY = typer.Option(2, "--concurrency", min=1, help="Requests in flight at once.")
 
 
@@ -65,6 +66,7 @@ def dcgm(
     timeout: str = _TIMEOUT,
     retries: int = _RETRIES,
     concurrency: int = _CONCURRENCY,
+    compress: bool = _COMPRESS,
 ) -> None:
     """DCGM GPU samples (gpu_samples) from Prometheus, or from a saved exporter scrape with --from-file."""
     settings = settings_of(ctx)
@@ -76,7 +78,7 @@ def dcgm(
         _print(summary.as_dict())
         return
     _run_api(settings, "dcgm", cluster, prometheus, start, end, step,
-             max_points_per_series, max_points_per_request, max_window, timeout, retries, concurrency)
+             max_points_per_series, max_points_per_request, max_window, timeout, retries, concurrency, compress)
 
 
 @handle_errors
@@ -93,19 +95,20 @@ def usage(
     timeout: str = _TIMEOUT,
     retries: int = _RETRIES,
     concurrency: int = _CONCURRENCY,
+    compress: bool = _COMPRESS,
     rate_window: str = _RATE_WINDOW,
 ) -> None:
     """Container CPU cores and memory working set (container_usage) from cAdvisor metrics in Prometheus."""
     parse_duration(rate_window, option="--rate-window")  # fail early, with the option's name
     settings = UsageSettings(rate_window=rate_window)
     _run_api(settings_of(ctx), "usage", cluster, prometheus, start, end, step,
-             max_points_per_series, max_points_per_request, max_window, timeout, retries, concurrency,
+             max_points_per_series, max_points_per_request, max_window, timeout, retries, concurrency, compress,
              loaders=[CpuCores(settings), MemoryWorkingSet(settings)])
 
 
 def _run_api(settings: Settings, source: str, cluster: str, url: str | None, start: str | None, end: str | None,
              step: str, max_points_per_series: int, max_points_per_request: int, max_window: str,
-             timeout: str, retries: int, concurrency: int, loaders: list[MetricLoader] | None = None) -> None:
+             timeout: str, retries: int, concurrency: int, compress: bool, loaders: list[MetricLoader] | None = None) -> None:
     url = url or settings.prometheus_url
     if not url:
         raise ConfigError("no Prometheus URL: pass --prometheus, set GPUFINOPS_PROMETHEUS_URL or prometheus_url in the config file")
@@ -123,7 +126,7 @@ def _run_api(settings: Settings, source: str, cluster: str, url: str | None, sta
         return
     total = len(time_windows(start_ts, end_ts, step_s, limits))
     token = settings.prometheus_token.get_secret_value() if settings.prometheus_token else None
-    with PromClient(url, token=token, timeout_s=parse_duration(timeout, option="--timeout"), retries=retries) as client, \
+    with PromClient(url, token=token, timeout_s=parse_duration(timeout, option="--timeout"), retries=retries, compress=compress) as client, \
             Progress(TextColumn(f"{source} {cluster}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                      console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("windows", total=total)

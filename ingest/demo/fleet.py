@@ -200,7 +200,7 @@ def build_fleet(
                     raise ValueError(f"the price card has no {gpu_model} instance on {spec.provider}")
                 out.append(_make_node(spec, inst, pool, mode, ctype, measured, counter, rng))
                 counter += 1
-        for i in range(n_cpu):
+        for _ in range(n_cpu):
             row = cpu_rows.iloc[int(rng.integers(len(cpu_rows)))]
             inst = catalog.cpu_instance(spec.provider, int(row["cpu_milli"]) // 1000, row["memory_mib"] / 1024)
             out.append(_make_node(spec, inst, "cpu", "cpu", "on_demand", False, counter, rng))

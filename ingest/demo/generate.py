@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from queue import Empty
 
 import pyarrow as pa
 
@@ -17,7 +20,7 @@ from ingest.demo.fleet import Fleet, build_fleet
 from ingest.demo.scheduler import ScheduleStats, schedule
 from ingest.demo.snapshots import ClusterSnapshots
 from ingest.demo.telemetry import ClusterTelemetry, GenAiSeries
-from ingest.demo.workload import WorkloadOptions, _Trace, make_pods
+from ingest.demo.workload import WorkloadOptions, make_pods
 from ingest.lake import LakeWriter, list_runs
 from ingest.price_card import default_price_card_path, write_price_card
 from ingest.schema import TABLES
@@ -45,6 +48,7 @@ class DemoOptions:
     dcgm_interval_s: int = 60
     gpus_per_node: int | None = None  # e.g. 8: every node an 8-GPU node (the bench fleet)
     target_allocation: float = 0.72
+    workers: int = 1  # processes; clusters are generated in parallel
     data_dir: Path = field(default_factory=default_data_dir)
     price_card: Path = field(default_factory=default_price_card_path)
 
@@ -103,6 +107,50 @@ def _clear_stale(writer: LakeWriter, planned: set[tuple[str, str, str]]) -> None
                 run.add(t, empty[t])
 
 
+@dataclass
+class _ClusterResult:
+    rows: Counter
+    pods: int
+    pending: int
+    stats: ScheduleStats
+
+
+def _generate_cluster(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: str,
+                      on_step: Callable[[str], None] | None) -> _ClusterResult:
+    """Pods, schedule and every (cluster, day) run of one cluster; independent of the others."""
+    writer = LakeWriter(lake_dir)
+    w0, w1 = opts.window
+    ws, we = w0.timestamp(), w1.timestamp()
+    genai = GenAiSeries.load(opts.data_dir / "genai")
+    wopts = WorkloadOptions(ws, we, opts.seed, target_allocation=opts.target_allocation)
+    nodes = fleet.of(cluster)
+    pods = make_pods(fleet, cluster, opts.data_dir / "openb", wopts)
+    layout, stats = schedule(nodes, pods, we)
+    pending = sum(1 for p in pods if p.cls not in ("cpu", "system") and p.sched != p.created)
+    tele = ClusterTelemetry(nodes, layout, pods, genai, opts.seed)
+    snaps = ClusterSnapshots(nodes, pods, ws)
+    rows: Counter[str] = Counter()
+    for _, d0, d1 in (d for d in plan_days(opts, fleet) if d[0] == cluster):
+        a, b = d0.timestamp(), d1.timestamp()
+        with writer.run(DEMO_SOURCE, cluster, d0, d1) as run:
+            rows["k8s_nodes"] += run.add("k8s_nodes", snaps.k8s_nodes(a, b, opts.snapshot_interval_s))
+            rows["k8s_namespaces"] += run.add("k8s_namespaces", snaps.k8s_namespaces(a, b, opts.snapshot_interval_s))
+            rows["k8s_pods"] += run.add("k8s_pods", snaps.k8s_pods(a, b, opts.snapshot_interval_s))
+            t = a
+            while t < b:
+                u = min(b, t + _CHUNK_S)
+                rows["gpu_samples"] += run.add("gpu_samples", tele.gpu_samples(t, u, opts.dcgm_interval_s))
+                rows["container_usage"] += run.add("container_usage", tele.container_usage(t, u, opts.dcgm_interval_s))
+                t = u
+        if on_step:
+            on_step(f"{cluster} {d0.date()}")
+    return _ClusterResult(rows, len(pods), pending, stats)
+
+
+def _worker(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: str, queue) -> _ClusterResult:  # noqa: ANN001
+    return _generate_cluster(lake_dir, opts, fleet, cluster, queue.put)
+
+
 def generate_demo(
     lake_dir: Path,
     opts: DemoOptions,
@@ -110,7 +158,11 @@ def generate_demo(
     on_start: Callable[[int], None] | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> DemoSummary:
-    """Write the demo fleet into the lake; re-running with the same options rewrites the same slices."""
+    """Write the demo fleet into the lake; re-running with the same options rewrites the same slices.
+
+    Clusters are independent (each seeded by its index), so with ``opts.workers`` > 1 they are
+    generated in separate processes; the rows do not depend on the number of workers.
+    """
     t_start = time.perf_counter()
     opts.check()
     writer = LakeWriter(lake_dir)
@@ -118,48 +170,45 @@ def generate_demo(
     rows["prices"] += write_price_card(writer, opts.price_card)
     catalog = InstanceCatalog(opts.price_card)
     w0, w1 = opts.window
-    ws, we = w0.timestamp(), w1.timestamp()
     fleet = build_fleet(
         openb_dir=opts.data_dir / "openb", catalog=catalog, clusters=opts.clusters, nodes=opts.nodes,
-        window_start=ws, window_end=we, seed=opts.seed, gpus_per_node=opts.gpus_per_node,
+        window_start=w0.timestamp(), window_end=w1.timestamp(), seed=opts.seed, gpus_per_node=opts.gpus_per_node,
     )
     days = plan_days(opts, fleet)
     _clear_stale(writer, {(c, a.isoformat(), b.isoformat()) for c, a, b in days})
     if on_start:
         on_start(len(days))
-    genai = GenAiSeries.load(opts.data_dir / "genai")
-    wopts = WorkloadOptions(ws, we, opts.seed, target_allocation=opts.target_allocation)
-    trace = _Trace(opts.data_dir / "openb", wopts)
-    n_pods = pending = 0
-    stats: dict[str, ScheduleStats] = {}
-    for spec in fleet.clusters:
-        nodes = fleet.of(spec.name)
-        pods = make_pods(fleet, spec.name, opts.data_dir / "openb", wopts, trace)
-        layout, stats[spec.name] = schedule(nodes, pods, we)
-        n_pods += len(pods)
-        pending += sum(1 for p in pods if p.cls not in ("cpu", "system") and p.sched != p.created)
-        tele = ClusterTelemetry(nodes, layout, pods, genai, opts.seed)
-        snaps = ClusterSnapshots(nodes, pods, ws)
-        for cluster, d0, d1 in (d for d in days if d[0] == spec.name):
-            a, b = d0.timestamp(), d1.timestamp()
-            with writer.run(DEMO_SOURCE, cluster, d0, d1) as run:
-                rows["k8s_nodes"] += run.add("k8s_nodes", snaps.k8s_nodes(a, b, opts.snapshot_interval_s))
-                rows["k8s_namespaces"] += run.add("k8s_namespaces", snaps.k8s_namespaces(a, b, opts.snapshot_interval_s))
-                rows["k8s_pods"] += run.add("k8s_pods", snaps.k8s_pods(a, b, opts.snapshot_interval_s))
-                t = a
-                while t < b:
-                    u = min(b, t + _CHUNK_S)
-                    rows["gpu_samples"] += run.add("gpu_samples", tele.gpu_samples(t, u, opts.dcgm_interval_s))
-                    rows["container_usage"] += run.add("container_usage", tele.container_usage(t, u, opts.dcgm_interval_s))
-                    t = u
-            if on_step:
-                on_step(f"{cluster} {d0.date()}")
+    names = [c.name for c in fleet.clusters]
+    workers = max(1, min(opts.workers, len(names)))
+    results: list[_ClusterResult] = []
+    if workers == 1:
+        results = [_generate_cluster(lake_dir, opts, fleet, c, on_step) for c in names]
+    else:
+        ctx = mp.get_context("spawn")  # no fork of a process that holds Arrow's thread pools
+        with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            queue = manager.Queue()
+            futures = [pool.submit(_worker, lake_dir, opts, fleet, c, queue) for c in names]
+            done = 0
+            while done < len(days):
+                try:
+                    label = queue.get(timeout=0.5)
+                except Empty:
+                    if any(f.done() and f.exception() for f in futures):
+                        break
+                    continue
+                done += 1
+                if on_step:
+                    on_step(label)
+            results = [f.result() for f in futures]
+    for r in results:
+        rows.update(r.rows)
     gpus: Counter[str] = Counter()
     for n in fleet.nodes:
         if n.gpu_count:
             gpus[GPU_MODELS[n.gpu_model].key] += n.gpu_count
     return DemoSummary(
-        clusters=[c.name for c in fleet.clusters], nodes=len(fleet.nodes), gpus_by_model=dict(gpus),
-        pods=n_pods, pending_gpu_pods=pending, rows=dict(rows), seconds=time.perf_counter() - t_start,
-        schedule=stats,
+        clusters=names, nodes=len(fleet.nodes), gpus_by_model=dict(gpus),
+        pods=sum(r.pods for r in results), pending_gpu_pods=sum(r.pending for r in results),
+        rows=dict(rows), seconds=time.perf_counter() - t_start,
+        schedule={c: r.stats for c, r in zip(names, results, strict=True)},
     )

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ingest.demo.catalog import MIG_PROFILES
-from ingest.demo.fleet import FRACTIONAL_SLOTS, TIMESLICE_REPLICAS, Fleet, Node
+from ingest.demo.fleet import TIMESLICE_REPLICAS, Fleet, Node
 
 __all__ = [
     "NamespaceSpec",
@@ -157,15 +157,26 @@ def _h(*parts: object) -> int:
     return int.from_bytes(hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest(), "big")
 
 
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the characters Kubernetes uses in generated names
+_BYTE_TO_CHAR = bytes(ord(_ALPHABET[b % len(_ALPHABET)]) for b in range(256))
+
+
 def _suffix(rng: np.random.Generator, n: int) -> str:
-    alphabet = "bcdfghjklmnpqrstvwxz2456789"
-    return "".join(alphabet[i] for i in rng.integers(0, len(alphabet), n))
+    return rng.bytes(n).translate(_BYTE_TO_CHAR).decode()
+
+
+def _namespace_table(tier_key: str) -> tuple[list[NamespaceSpec], np.ndarray]:
+    cands = [ns for ns in NAMESPACES if tier_key in ns.weights]
+    w = np.cumsum([ns.weights[tier_key] for ns in cands])
+    return cands, w / w[-1]
+
+
+_NS_BY_TIER = {t: _namespace_table(t) for t in ("serving", "cpu-serving", "training", "batch", "cpu-batch", "notebook")}
 
 
 def _pick_namespace(tier_key: str, rng: np.random.Generator) -> NamespaceSpec:
-    cands = [ns for ns in NAMESPACES if tier_key in ns.weights]
-    w = np.array([ns.weights[tier_key] for ns in cands], float)
-    return cands[int(rng.choice(len(cands), p=w / w.sum()))]
+    cands, cum = _NS_BY_TIER[tier_key]
+    return cands[min(len(cands) - 1, int(np.searchsorted(cum, rng.random(), side="right")))]
 
 
 class _Trace:
@@ -230,7 +241,7 @@ def _system_pods(cluster: str, nodes: list[Node], opts: WorkloadOptions, rng: np
                 "nvidia-dcgm-exporter", 0.1, 512, i, start, end, 2000001000, "system-node-critical",
                 "nvidia-dcgm-exporter")
     rs = _suffix(rng, 10)
-    for k in range(2):
+    for _k in range(2):
         add("kube-system", f"coredns-{rs}-{_suffix(rng, 5)}", "Deployment", "coredns", "coredns", 0.1, 70,
             None, t0, opts.window_end, 2000000000, "system-cluster-critical", "coredns")
     add("kube-system", f"metrics-server-{_suffix(rng, 10)}-{_suffix(rng, 5)}", "Deployment", "metrics-server",

@@ -3,7 +3,7 @@
 One line per node and day, priced as the warehouse priced it (``BilledCost`` = ``ListCost`` = the
 summed ``node_cost_usd``, so a matched node reconciles to its computed cost), with a realistic
 discount on a subset of the on-demand fleet in ``EffectiveCost`` (see :data:`DISCOUNTS`: a compute
-savings plan at 28% on AWS p4d/p5, a 1-year CUD at 37% on GCP a2/a3, a reservation at 40% on Azure
+savings plan at 28% on AWS p4d/p4de/p5, a 1-year CUD at 37% on GCP a2/a3, a reservation at 40% on Azure
 ND), spot nodes at the spot price they were costed at (``PricingCategory`` Dynamic), plus lines
 that belong to no node (block storage, NAT gateways, a support fee per billing period) which the
 reconciliation must report as ``only_in_bill``.
@@ -44,7 +44,7 @@ class DiscountRule:
 
 
 DISCOUNTS = (
-    DiscountRule("aws", ("p4d.", "p5."), 0.28, "Committed",
+    DiscountRule("aws", ("p4d", "p5."), 0.28, "Committed",
                  "arn:aws:savingsplans::111122223333:savingsplan/sp-demo-compute-1", "covered by Compute Savings Plan"),
     DiscountRule("gcp", ("a2-", "a3-"), 0.37, "Committed",
                  "projects/demo-research/regions/us-central1/commitments/demo-cud-1y", "covered by 1-year CUD"),
@@ -183,7 +183,10 @@ def _resource(node: str, fact: _Node) -> tuple[str, str, str]:
         return f"//compute.googleapis.com/projects/{project}/zones/{zone}/instances/{numeric}", name, "Compute Instance"
     if fact.provider == "azure" and pid:
         rid = pid.removeprefix("azure://")
-        return rid, rid.rstrip("/").rsplit("/", 1)[-1], "Virtual machine scale set instance"
+        parts = rid.strip("/").split("/")
+        if "virtualMachineScaleSets" in parts and len(parts) >= 2:  # Azure names a VMSS instance <vmss>_<n>
+            return rid, f"{parts[parts.index('virtualMachineScaleSets') + 1]}_{parts[-1]}", "Virtual machine scale set instance"
+        return rid, parts[-1], "Virtual machine"
     return node, node, "Node"
 
 
@@ -199,10 +202,11 @@ def _node_line(day: date, cluster: str, node: str, pool: str | None, itype: str,
         rule = next((r for r in DISCOUNTS if r.provider == fact.provider and itype.startswith(r.instance_prefixes)), None)
         if rule is not None:
             effective, category, commitment, note = cost * (1.0 - rule.discount), rule.pricing_category, rule.commitment_id, rule.description
+    cost, effective = round(cost, 10), round(effective, 10)  # bills carry ~10 decimals, not float noise
     line = _common(day, fact.provider, cluster)
     line.update({
         "BilledCost": cost, "ListCost": cost, "EffectiveCost": effective,
-        "ContractedCost": effective if commitment else cost, "ListUnitPrice": cost / hours if hours else 0.0,
+        "ContractedCost": effective if commitment else cost, "ListUnitPrice": round(cost / hours, 10) if hours else 0.0,
         "ChargeDescription": f"{itype} {note}", "CommitmentDiscountId": commitment, "PricingCategory": category,
         "ConsumedQuantity": hours, "ConsumedUnit": "Hours", "PricingQuantity": hours, "PricingUnit": "Hours",
         "RegionId": fact.region, "AvailabilityZone": fact.zone, "ResourceId": rid, "ResourceName": rname, "ResourceType": rtype,
@@ -214,6 +218,7 @@ def _node_line(day: date, cluster: str, node: str, pool: str | None, itype: str,
 
 def _other_line(day: date, cluster: str, provider: str, fact: _Node, spec: tuple, n: int) -> dict[str, Any]:
     service, category, rtype, desc, pattern, per_day = spec
+    per_day = round(per_day, 6)
     rid = pattern.format(h=_h(cluster, str(n)), cluster=cluster, region=fact.region or "region", zone=fact.zone or "zone")
     line = _common(day, provider, cluster)
     line.update({

@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -85,7 +85,6 @@ class _Term:
     currency: str = "USD"
     has_hourly: bool = False
     where: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @register_parser

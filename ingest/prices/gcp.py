@@ -44,7 +44,7 @@ _GPU_NAMES = [
     ("t4", "nvidia-tesla-t4"),
     ("l4", "nvidia-l4"),
 ]
-_FAMILY = re.compile(r"\b(n1 predefined|a2|a3|g2)\b(?: instance)? (core|ram|cpu)\b")
+_FAMILY = re.compile(r"\b(n1 predefined|n2|a2|a3|g2)\b(?: instance)? (core|ram|cpu)\b")
 _N1_COMMIT = re.compile(r"^commitment v\d: (cpu|ram) in\b")
 _SKIP_WORDS = ("sole tenancy", "custom", "extended", "premium", "dws", "calendar", "reserved")
 

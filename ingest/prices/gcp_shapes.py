@@ -16,7 +16,7 @@ __all__ = ["MachineShape", "GCE_SHAPES", "N1_ATTACHABLE", "shape_of"]
 @dataclass(frozen=True)
 class MachineShape:
     name: str
-    family: str  # the component-price family: n1 | a2 | a3 | g2
+    family: str  # the component-price family: n1 | n2 | a2 | a3 | g2
     vcpus: int
     memory_gib: float
     gpu: str | None = None  # accelerator name as GKE labels it
@@ -45,6 +45,9 @@ def _fixed() -> list[MachineShape]:
         shapes.append(MachineShape(f"n1-standard-{vcpus}", "n1", vcpus, 3.75 * vcpus))
     for vcpus in (2, 4, 8, 16, 32, 64, 96):
         shapes.append(MachineShape(f"n1-highmem-{vcpus}", "n1", vcpus, 6.5 * vcpus))
+    # CPU-only N2 nodes (system pools, CPU work next to the GPU pools).
+    for vcpus in (2, 4, 8, 16, 32, 48, 64, 80, 96, 128):
+        shapes.append(MachineShape(f"n2-standard-{vcpus}", "n2", vcpus, 4.0 * vcpus))
     return shapes
 
 

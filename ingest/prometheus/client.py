@@ -50,8 +50,11 @@ class PromClient:
         backoff_s: float = 0.5,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        compress: bool = False,
     ):
-        headers = {"Accept": "application/json"}
+        # Uncompressed by default: gzip made Prometheus spend ~4x the CPU on a 288 k-point answer
+        # (1.3 s vs 0.35 s here) to save bandwidth a cluster-local link does not need.
+        headers = {"Accept": "application/json", "Accept-Encoding": "gzip" if compress else "identity"}
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self.url = url.rstrip("/")

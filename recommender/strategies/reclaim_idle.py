@@ -23,7 +23,7 @@ class ReclaimIdleSettings(StrategySettings):
         description="sustained idle window per tier (interactive: the N idle hours before a notebook stops)",
     )
     scale_to_zero_min_hours: int = Field(4, ge=1, description="idle hours of day needed for a serving window")
-    min_days_for_daily_pattern: int = Field(1, ge=1)
+    min_days_for_daily_pattern: int = Field(2, ge=1, description="days an hour of day must be seen idle")
 
 
 _ACTIONS = {
@@ -87,6 +87,7 @@ class ReclaimIdleGpu(Strategy[ReclaimIdleSettings]):
         days = max((len(v) for v in by_hour.values()), default=0)
         idle_hours = sorted(hod for hod, us in by_hour.items()
                             if len(us) >= s.min_days_for_daily_pattern and max(us) < s.util_threshold)
+        idle_hours = _longest_block(idle_hours)  # one contiguous daily window (a cron scaler needs one)
         if len(idle_hours) < s.scale_to_zero_min_hours:
             idle_hours = []
         run = trailing_idle_run(w.hourly, s.util_threshold, data.window_end)
@@ -115,3 +116,20 @@ class ReclaimIdleGpu(Strategy[ReclaimIdleSettings]):
             proposed=proposed, evidence=ev, est_monthly_savings_usd=rate * HOURS_PER_MONTH * (1 - kept),
             confidence=confidence, risk="medium", created_at=data.now,
         )
+
+
+def _longest_block(hours: list[int]) -> list[int]:
+    """The longest run of consecutive hours of day, wrapping past midnight, in window order."""
+    hs = set(hours)
+    if len(hs) == 24:
+        return list(range(24))
+    best: list[int] = []
+    for h in sorted(hs):
+        if (h - 1) % 24 in hs:
+            continue  # not the start of a run
+        run = [h]
+        while (run[-1] + 1) % 24 in hs:
+            run.append((run[-1] + 1) % 24)
+        if len(run) > len(best):
+            best = run
+    return best
