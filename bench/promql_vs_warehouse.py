@@ -103,18 +103,18 @@ def _dcgm_family(pods: list[_Pod], gpus: int, minutes: int, t0: float) -> Family
             for g in range(8):
                 base = {"hostname": node, "gpu": str(g), "UUID": f"GPU-{n:04d}-{g}", "modelName": "NVIDIA H100 80GB HBM3"}
                 idle_labels = dict(base)
-                timeline = sorted(by_gpu.get((node, g), []), key=lambda p: p.start)
+                timeline: list[_Pod | None] = [*sorted(by_gpu.get((node, g), []), key=lambda p: p.start), None]
                 k = 0
-                for p in [*timeline, None]:
-                    stop = p.start if p is not None else minutes
+                for pod in timeline:
+                    stop = pod.start if pod is not None else minutes
                     for kk in range(k, stop):  # unallocated: the GPU idles, no pod labels
                         yield idle_labels, t0 + STEP * kk, 0.0
-                    if p is None:
+                    if pod is None:
                         break
-                    labels = {**base, "namespace": p.namespace, "pod": p.name, "container": "main"}
-                    for kk in range(p.start, p.end):
-                        yield labels, t0 + STEP * kk, _util(p, g, kk)
-                    k = p.end
+                    labels = {**base, "namespace": pod.namespace, "pod": pod.name, "container": "main"}
+                    for kk in range(pod.start, pod.end):
+                        yield labels, t0 + STEP * kk, _util(pod, g, kk)
+                    k = pod.end
     return Family("DCGM_FI_PROF_GR_ENGINE_ACTIVE", samples())
 
 
@@ -227,7 +227,7 @@ def bench_opencost(work: Path, figs: Figures, gpus: int, days: int) -> None:
     figs.stage("b: promtool back-fill", time.perf_counter() - t, n, f"{len(files)} block files")
     end = T0 + timedelta(days=days)
     # The warehouse side: requests straight to Parquet, DCGM through the real ingest into the lake.
-    req_rows = {"ts": [], "namespace": [], "pod": [], "gpus": []}
+    req_rows: dict[str, list[object]] = {"ts": [], "namespace": [], "pod": [], "gpus": []}
     for p in pods:
         for k in range(p.start, p.end):
             req_rows["ts"].append(T0 + timedelta(seconds=STEP * k))

@@ -17,6 +17,7 @@ __all__ = [
     "fragmentation",
     "binpacking",
     "node_gpu_heatmap",
+    "pending_pods",
 ]
 
 # the lines that add up to the total cost, in stacking order, with their labels
@@ -134,3 +135,10 @@ def node_gpu_heatmap(df: pd.DataFrame, max_nodes: int = 60) -> go.Figure:
     return _layout(fig, "Allocation per node and GPU (latest hour)", "node").update_layout(
         height=max(_HEIGHT, 18 * math.ceil(len(shown)) + 80)
     )
+
+
+def pending_pods(df: pd.DataFrame) -> go.Figure:
+    fig = go.Figure()
+    for cluster, part in df.groupby("cluster"):
+        fig.add_scatter(x=part["hour"], y=part["pending_gpu_pods"], name=str(cluster), mode="lines")
+    return _layout(fig, "GPU pods waiting for a node", "pods")

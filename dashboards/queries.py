@@ -163,6 +163,13 @@ def _table_exists(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
     return sum(r[0] for r in row) > 0
 
 
+def _has_column(cur: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    row = cur.execute(
+        "select count(*) from duckdb_columns() where table_name = ? and column_name = ?", [table, column]
+    ).fetchone()
+    return bool(row and row[0])
+
+
 # ---------------------------------------------------------------- window and teams
 
 
@@ -474,13 +481,22 @@ def stranded_gpus(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
 
 
 @_query
-def pending_gpu_pods(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
-    """GPU pods waiting for a node, when the warehouse has a mart for them; else an empty frame."""
+def pending_gpu_pods(cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date) -> pd.DataFrame:
+    """GPU pods waiting for a node, per hour and cluster (``fct_cluster_capacity_hourly.pending_gpu_pods``,
+    a column beyond the DESIGN §4 contract); an empty frame when the mart does not carry it."""
     scope.require_fleet()
-    for name in ("fct_pending_gpu_pods", "fct_pending_gpu_pods_hourly"):
-        if _table_exists(cur, name):
-            return _df(cur, f"select * from {name} order by 1 desc limit 500", [])
-    return pd.DataFrame()
+    if not _has_column(cur, "fct_cluster_capacity_hourly", "pending_gpu_pods"):
+        return pd.DataFrame()
+    lo, hi = _bounds(start, end)
+    return _df(
+        cur,
+        """
+        select hour::timestamp as hour, cluster, pending_gpu_pods
+        from fct_cluster_capacity_hourly where hour >= ? and hour < ?
+        order by hour, cluster
+        """,
+        [lo, hi],
+    )
 
 
 # ---------------------------------------------------------------- recommendations (app DB)
@@ -512,6 +528,9 @@ def recommendations_raw(
         return None
     finally:
         engine.dispose()
+    if "status" in df.columns:
+        # the recommender keeps resolved ones for history; show the rest (open, and later approved etc.)
+        df = df[~df["status"].isin(["resolved", "dismissed"])]
     if kinds is not None:
         df = df[df["kind"].isin(kinds)]
     if namespaces is not None:

@@ -23,7 +23,8 @@
                  ('node', 'varchar'), ('phase', 'varchar'), ('qos_class', 'varchar'), ('priority', 'integer'),
                  ('priority_class', 'varchar'), ('owner_kind', 'varchar'), ('owner_name', 'varchar'),
                  ('labels', smap), ('annotations', smap), ('containers', ctr), ('init_containers', ctr),
-                 ('start_time', ts)],
+                 ('start_time', ts), ('node_selector', smap),
+                 ('tolerations', 'struct(key varchar, operator varchar, value varchar, effect varchar)[]')],
     'k8s_namespaces': [('snapshot_ts', ts), ('namespace', 'varchar'), ('labels', smap), ('annotations', smap)],
     'gpu_samples': [('ts', ts), ('hostname', 'varchar'), ('gpu', 'integer'), ('uuid', 'varchar'),
                     ('model_name', 'varchar'), ('mig_profile', 'varchar'), ('mig_instance', 'integer'),
@@ -75,14 +76,21 @@
 
 
 {% macro lake_scan(table, since_day=none) -%}
+  {#- The landing table as a relation with every landing column typed. Files written before a
+      column existed read it as null (UNION ALL BY NAME with the typed empty relation). -#}
   {%- set cols = landing_columns(table) -%}
   {%- set files = lake_files(table, since_day) -%}
+  {%- set empty -%}
+    select {% for name, typ in cols %}cast(null as {{ typ }}) as "{{ name }}"{{ ", " if not loop.last }}{% endfor %} where false
+  {%- endset -%}
   {%- if files | length > 0 -%}
     (select {% for name, typ in cols %}cast("{{ name }}" as {{ typ }}) as "{{ name }}"{{ ", " if not loop.last }}{% endfor %}
-     from read_parquet([{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}],
-                       union_by_name = true, hive_partitioning = false))
+     from ({{ empty }}
+           union all by name
+           select * from read_parquet([{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}],
+                                      union_by_name = true, hive_partitioning = false)))
   {%- else -%}
-    (select {% for name, typ in cols %}cast(null as {{ typ }}) as "{{ name }}"{{ ", " if not loop.last }}{% endfor %} where false)
+    ({{ empty }})
   {%- endif -%}
 {%- endmacro %}
 

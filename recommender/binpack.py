@@ -7,12 +7,13 @@ from typing import Any
 
 import numpy as np
 
+from gpufinops.settings import Settings
 from recommender.fragmentation import TaskShape, device_free_fractions, fragmentation_report, task_distribution
 from recommender.model import ClusterSnapshot, PodPlacement
 from recommender.packing import PackingSettings
 from recommender.strategies.consolidate import plan_snapshot
 
-__all__ = ["task_shape_of", "snapshot_fragmentation", "binpack_view"]
+__all__ = ["task_shape_of", "snapshot_fragmentation", "binpack_view", "load_binpack"]
 
 
 def task_shape_of(pod: PodPlacement, gpu_model: str | None) -> TaskShape:
@@ -41,7 +42,10 @@ def snapshot_fragmentation(snap: ClusterSnapshot) -> dict[str, Any]:
     for i, n in enumerate(nodes):
         ps = by_node.get(n.name, [])
         whole = sum(p.whole_gpus for p in ps) if n.device_level_gpus else 0
-        shares = [p.gpu_fraction or p.gpu_equiv for p in ps if (p.gpu_fraction > 0 or not n.device_level_gpus) and p.gpu_equiv > 0]
+        # On device-level nodes whole GPUs take devices; every other share (fractional, MIG,
+        # time-sliced) is placed best-fit onto devices (DESIGN §3).
+        shares = [p.gpu_fraction or p.gpu_equiv for p in ps
+                  if p.gpu_equiv > 0 and not (n.device_level_gpus and p.whole_gpus > 0)]
         free[i, : n.gpu_count] = device_free_fractions(n.gpu_count, whole, shares)
         free_cpu[i] = n.allocatable.get("cpu", 0.0) - sum(p.requests.get("cpu", 0.0) for p in ps)
     shapes, probs = task_distribution(task_shape_of(p, model_of.get(p.node)) for p in snap.pods if p.gpu_equiv > 0)
@@ -67,3 +71,13 @@ def binpack_view(snap: ClusterSnapshot, settings: PackingSettings | None = None)
                    "lower_bound": p.lower_bound, "gap": p.gap, "freed_nodes": p.freed_nodes,
                    "monthly_savings_usd": round(p.monthly_savings_usd, 2)} for p in plans],
     }
+
+
+def load_binpack(settings: Settings, cluster: str | None = None,
+                 packing: PackingSettings | None = None) -> list[dict[str, Any]]:
+    """The binpack view of every cluster (or one) at its latest snapshot, read from the warehouse."""
+    from recommender.loader import Loader
+
+    with Loader(settings) as ld:
+        snaps = ld.snapshots()
+    return [binpack_view(s, packing) for s in snaps if cluster is None or s.cluster == cluster]

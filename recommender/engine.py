@@ -27,7 +27,7 @@ log = logging.getLogger("gpufinops.recommender")
 class RecommenderConfig(BaseModel):
     """The ``recommender:`` section of the YAML config file."""
 
-    loader: LoaderSettings = Field(default_factory=LoaderSettings)
+    loader: LoaderSettings = Field(default_factory=lambda: LoaderSettings())
     strategies: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -99,7 +100,7 @@ def device_free_fractions(n_devices: int, whole: int, fractions: Sequence[float]
 
 
 def fragmentation_report(free: np.ndarray, free_cpu: np.ndarray, models: Sequence[str | None],
-                         capacity_gpus: float, shapes: Sequence[TaskShape], probs: Sequence[float]) -> dict[str, object]:
+                         capacity_gpus: float, shapes: Sequence[TaskShape], probs: Sequence[float]) -> dict[str, Any]:
     """Per-node F and the cluster figures: F in GPUs, the rate, and F as a share of capacity."""
     per_node = node_fragmentation(free, free_cpu, models, shapes, probs)
     free_total = float(np.nan_to_num(np.asarray(free, float), nan=0.0).clip(0, 1).sum())

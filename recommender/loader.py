@@ -43,8 +43,8 @@ _GIB = 1024.0**3
 
 
 class LoaderSettings(BaseModel):
-    window_days: float = Field(7.0, gt=0, description="history the strategies look at")
-    histogram_half_life_hours: float = Field(24.0, gt=0)
+    window_days: float = Field(default=7.0, gt=0, description="history the strategies look at")
+    histogram_half_life_hours: float = Field(default=24.0, gt=0)
     gpu_milli_annotation: str = "gpufinops.io/gpu-milli"
     checkpointed_annotation: str = "gpufinops.io/checkpointed"
     do_not_disrupt_annotation: str = "karpenter.sh/do-not-disrupt"
@@ -136,6 +136,14 @@ class Loader:
         containers = self._container_usage(window_start, window_end, pods, snapshots)
         return RecommenderInput(now=now, window_start=window_start, window_end=window_end, gpu_usage=tuple(gpu),
                                 container_usage=tuple(containers), snapshots=tuple(snapshots))
+
+    def snapshots(self) -> list[ClusterSnapshot]:
+        """The latest snapshot of every cluster, with tiers from the warehouse (for the binpack view)."""
+        if not self._has("fct_gpu_allocation_hourly"):
+            raise ConfigError(f"warehouse {self.settings.warehouse_path} has no fct_gpu_allocation_hourly; run `gpufinops build` first")
+        end = self._q("select max(hour) as h from fct_gpu_allocation_hourly")[0]["h"]
+        since = (_utc(end) if end is not None else datetime.now(UTC)) - timedelta(days=self.cfg.window_days)
+        return self.load_snapshots(self._pod_map(since))
 
     def _pod_map(self, since: datetime) -> dict[tuple[str, str, str], _PodInfo]:
         cols = self._columns("fct_gpu_allocation_hourly")
@@ -246,11 +254,11 @@ class Loader:
             where hour >= last.h - interval 3 hour group by cluster, node""")
         return {(r["cluster"], r["node"]): float(r["usd"] or 0.0) for r in rows}
 
-    def _spot_prices(self) -> dict[tuple[str, str, str], dict[str, float]]:
+    def _spot_prices(self) -> dict[tuple[str | None, str | None, str | None], dict[str, float]]:
         files = self._files("prices")
         if not files:
             return {}
-        out: dict[tuple[str, str, str], dict[str, float]] = {}
+        out: dict[tuple[str | None, str | None, str | None], dict[str, float]] = {}
         for r in self._q(f"""
                 select provider, region, instance_type, capacity_type, arg_max(usd_per_hour, effective_from) as usd
                 from {self._scan(files)} group by all"""):

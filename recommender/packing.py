@@ -47,13 +47,13 @@ _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 class PackingSettings(BaseModel):
-    time_limit_s: float = Field(5.0, ge=0, description="CP-SAT improvement budget per node pool")
+    time_limit_s: float = Field(default=5.0, ge=0, description="CP-SAT improvement budget per node pool")
     use_cp_sat: bool = True
     allow_serving_moves: bool = False
     movable_tiers: list[str] = Field(default_factory=lambda: ["training", "batch", "interactive", "serving"])
-    neighbourhood_nodes: int = Field(24, ge=2, description="nodes per CP-SAT neighbourhood")
-    neighbourhood_pods: int = Field(240, ge=1, description="cap on pods per neighbourhood")
-    workers: int = Field(2, ge=1)
+    neighbourhood_nodes: int = Field(default=24, ge=2, description="nodes per CP-SAT neighbourhood")
+    neighbourhood_pods: int = Field(default=240, ge=1, description="cap on pods per neighbourhood")
+    workers: int = Field(default=2, ge=1)
     seed: int = 0
 
 
@@ -405,7 +405,8 @@ def _solve_neighbourhood(st: _State, nb: list[int], time_limit: float, settings:
                 m.add(load <= max(room, 0))
     # PodDisruptionBudgets: evictions (from the original node) within what is still allowed.
     used = st.moves_used()
-    for pdb in {st.pdb_of[j] for j in movable if st.pdb_of[j] is not None}:
+    pdbs: set[str] = {p for j in movable if (p := st.pdb_of[j]) is not None}
+    for pdb in pdbs:
         members = [j for j in movable if st.pdb_of[j] == pdb]
         inside = sum(1 for j in members if st.assign[j] != st.orig[j])
         budget = st.pdb_allowed.get(pdb, 0) - (used.get(pdb, 0) - inside)

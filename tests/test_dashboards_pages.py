@@ -57,6 +57,10 @@ def _app(role: str | None = None, page: str | None = None, **query: str) -> AppT
 def _rendered_text(at: AppTest) -> str:
     """Everything a viewer could read: element text, metric values, widget options, table cells."""
     parts = [repr(at._tree)]
+    for kind in ("title", "header", "subheader", "markdown", "caption", "text", "info", "warning", "error", "success"):
+        parts.extend(str(e.value) for e in getattr(at, kind))
+    parts.extend(f"{m.label} {m.value}" for m in at.metric)
+    parts.extend(e.label for e in at.expander)
     for df in at.dataframe:
         value = df.value
         parts.append(value.to_csv() if isinstance(value, pd.DataFrame) else str(value))
@@ -134,8 +138,10 @@ def test_platform_page(env) -> None:
     assert at.title[0].value == "Platform"
     m = _metrics(at)
     assert m["GPU capacity"] == "16" and m["Allocated"] == "43.8%" and m["Bin-packing efficiency"] == "50.0%"
-    assert any("2,628" in e.label for e in at.expander)  # the consolidation plan with its moves
-    assert "nodes_freed" in _rendered_text(at)
+    assert m["GPU pods pending (latest hour)"] == "3"
+    # the consolidation plan with its moves
+    assert [e.label for e in at.expander] == ["c1 / gpu: 2 → 1 nodes (lower bound 1), save $2,628/month"]
+    assert "beta-serve/serve-b-7f9" in _rendered_text(at) and "Nodes freed: `n2`" in _rendered_text(at)
 
 
 @pytest.mark.parametrize("page", ["finance", "team", "platform"])
@@ -145,7 +151,7 @@ def test_admin_opens_every_page(env, page) -> None:
     assert not at.error and at.title[0].value == page.title()
 
 
-@pytest.mark.parametrize("role,cost", [("finance", "$1,449.60"), ("team_lead:alpha", "$963.20"), ("platform", "$1,449.60")])
+@pytest.mark.parametrize("role,cost", [("finance", "$3,460.80"), ("team_lead:alpha", "$963.20"), ("platform", "$3,460.80")])
 def test_home_page_at_a_glance(env, role, cost) -> None:
     at = _app(role)
     _ok(at)
@@ -159,7 +165,7 @@ def test_home_page_at_a_glance(env, role, cost) -> None:
 
 def test_demo_picker_switches_role(env) -> None:
     at = _app()
-    assert _metrics(at)["Cost, last 7 days"] == "$1,449.60"  # the first choice, finance
+    assert _metrics(at)["Cost, last 7 days"] == "$3,460.80"  # the first choice, finance
     assert any("Demo mode" in w.value for w in at.sidebar.warning)
     at.sidebar.selectbox(key=session.DEMO_ROLE_KEY).set_value("team_lead:beta").run()
     _ok(at)

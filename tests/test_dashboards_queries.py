@@ -76,7 +76,7 @@ def test_team_lead_scope_filters_every_team_query(wh) -> None:
                                   "pending_gpu_pods", "bill_reconciliation"])
 def test_fleet_queries_refuse_team_scope(wh, name) -> None:
     args = {"cost_lines_daily": (D0, D1, SHARED), "capacity_hourly": (D0, D1),
-            "bill_reconciliation": (D0, D1)}.get(name, ())
+            "bill_reconciliation": (D0, D1), "pending_gpu_pods": (D0, D1)}.get(name, ())
     with pytest.raises(AccessDenied):
         getattr(queries, name)(wh, ALPHA, *args)
 
@@ -105,6 +105,11 @@ def test_capacity_and_heatmap_inputs(wh) -> None:
     assert dict(zip(nodes["node"], nodes["gpu_allocated"], strict=True)) == {"n1": 5.0, "n2": 2.0}
 
 
+def test_pending_gpu_pods(wh) -> None:
+    pending = queries.pending_gpu_pods(wh, ALL, D0, D1)
+    assert len(pending) == 48 and set(pending["pending_gpu_pods"]) == {3}
+
+
 def test_bill_reconciliation_rows(wh) -> None:
     bill = queries.bill_reconciliation(wh, ALL, D0, D1)
     assert bill["status"].value_counts().to_dict() == {"matched": 3, "mismatch": 1, "unmatched_bill_line": 1}
@@ -116,6 +121,7 @@ def test_teams_list_leaves_out_the_synthetic_lines(wh) -> None:
 
 
 def test_recommendations_scoped_by_namespace(wh) -> None:
+    # rec_old is resolved: kept by the recommender for history, not shown
     assert set(queries.recommendations(wh, ALL)["id"]) == {"rec_a1", "rec_a2", "rec_b1", "rec_p1"}
     assert set(queries.recommendations(wh, ALPHA)["id"]) == {"rec_a1", "rec_a2"}
     assert list(queries.recommendations(wh, ALL, kinds=("consolidate_nodes",))["id"]) == ["rec_p1"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,9 +19,14 @@ END = START + 86400
 pytestmark = pytest.mark.skipif(not (DATA / "openb").is_dir(), reason="shared traces not present")
 
 
+@functools.cache
+def _catalog() -> InstanceCatalog:
+    return InstanceCatalog(default_price_card_path())
+
+
 def _fleet(nodes: int = 12, clusters: int = 2, gpus_per_node: int | None = None) -> Fleet:
     return build_fleet(
-        openb_dir=DATA / "openb", catalog=InstanceCatalog(default_price_card_path()), clusters=clusters,
+        openb_dir=DATA / "openb", catalog=_catalog(), clusters=clusters,
         nodes=nodes, window_start=START, window_end=END, seed=42, gpus_per_node=gpus_per_node,
     )
 
@@ -105,6 +111,9 @@ def test_bench_fleet_is_all_eight_gpu_nodes() -> None:
     fleet = _fleet(40, 2, gpus_per_node=8)
     assert all(n.gpu_count == 8 for n in fleet.nodes)
     assert sum(n.gpu_count for n in fleet.nodes) == 320
+    # whole, measured devices only: the bench's DCGM sample count is GPUs × minutes
+    assert {n.mode for n in fleet.nodes} == {"whole"} and all(n.measured for n in fleet.nodes)
+    assert {n.capacity_type for n in fleet.nodes} == {"spot", "on_demand"}
 
 
 def test_nodes_join_leave_and_one_is_cordoned() -> None:

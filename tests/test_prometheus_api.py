@@ -71,10 +71,10 @@ def test_dcgm_rows_equal_what_was_written(prometheus_server, tmp_path):
 
 def test_split_by_time_and_series_gives_identical_rows(prometheus_server, tmp_path):
     with PromClient(prometheus_server.url) as whole:
-        ingest_range(whole, tmp_path / "whole", "dcgm", "c1", T0, END)
+        ingest_range(whole, tmp_path / "whole", "dcgm", "c1", T0, END, concurrency=1)
     limits = SplitLimits(max_points_per_series=50, max_points_per_request=150, max_window_s=86_400)
     with PromClient(prometheus_server.url) as split:
-        summary = ingest_range(split, tmp_path / "split", "dcgm", "c1", T0, END, limits=limits)
+        summary = ingest_range(split, tmp_path / "split", "dcgm", "c1", T0, END, limits=limits, concurrency=3)
     ranges = [e for e in split.log.entries if e["path"] == "/api/v1/query_range"]
     assert summary.windows == math.ceil(POINTS / 50)
     assert len(ranges) > 6 * summary.windows  # more than one request per field and window: split by series
@@ -99,6 +99,36 @@ def test_watermark_resume_fetches_only_new_data_and_rerun_is_idempotent(promethe
         ingest_range(client, tmp_path, "dcgm", "c1", T0, middle)
     _assert_same(_rows(read_lake(tmp_path, "gpu_samples")), expected_gpu_rows())
     assert read_watermark(tmp_path, "c1", "dcgm") == END  # never moves backwards
+
+
+class _FailAfter(httpx.BaseTransport):
+    """Passes the first ``ok`` requests through to the server, then answers 400 (a terminal error)."""
+
+    def __init__(self, ok: int):
+        self.ok, self.calls = ok, 0
+        self._real = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        self.calls += 1
+        if self.calls > self.ok:
+            return httpx.Response(400, json={"status": "error", "errorType": "bad_data", "error": "injected"})
+        return self._real.handle_request(request)
+
+
+def test_a_failure_keeps_committed_windows_and_resumes_from_them(prometheus_server, tmp_path):
+    hour = SplitLimits(max_window_s=3600)
+    per_window = 1 + 6  # the series pre-query and one range query per field
+    with PromClient(prometheus_server.url, transport=_FailAfter(per_window + 3)) as client, \
+            pytest.raises(InputError, match="injected"):
+        ingest_range(client, tmp_path, "dcgm", "c1", T0, END, limits=hour, concurrency=1)
+    first_hour = T0 + timedelta(hours=1)
+    assert read_watermark(tmp_path, "c1", "dcgm") == first_hour
+    assert [r.status for r in list_runs(tmp_path)] == ["committed", "failed"]
+    _assert_same(_rows(read_lake(tmp_path, "gpu_samples")), expected_gpu_rows(T0, first_hour))
+    with PromClient(prometheus_server.url) as client:
+        resumed = ingest_range(client, tmp_path, "dcgm", "c1", None, END, limits=hour)
+    assert resumed.start == first_hour and resumed.windows == 2
+    _assert_same(_rows(read_lake(tmp_path, "gpu_samples")), expected_gpu_rows())
 
 
 def test_container_usage(prometheus_server, tmp_path):

@@ -149,3 +149,17 @@ def test_cli_check_prints_the_report_and_exits_by_severity(lake):
     assert res.exit_code == 1  # ... unless --strict
     res = runner.invoke(app, ["--home", str(home), "check", "--only", "nope"])
     assert res.exit_code == 2 and "unknown lake check" in res.output
+
+
+def test_files_written_without_the_gate_are_caught_by_the_deep_table_suites(tmp_path):
+    from ingest.quality import QualityGate
+
+    rows = [{"ts": T0 + timedelta(minutes=m), "hostname": "h", "gpu": 0, "uuid": "u", "gpu_util": 140.0 if m == 2 else 50.0}
+            for m in range(5)]
+    LakeWriter(tmp_path, quality=QualityGate(suites={})).write(  # an old writer without the gate
+        "gpu_samples", rows, source="old", cluster="c1", window_start=T0, window_end=T0 + DAY)
+    assert "table_suites" not in _by_name(run_lake_checks(tmp_path))  # deep only
+    (r,) = run_lake_checks(tmp_path, names=["table_suites"])
+    assert not r.success
+    assert r.message.startswith("gpu_samples: 1 of 1 files fail, first gpu_samples/cluster=c1/day=2026-01-01/old__")
+    assert r.message.endswith("gpu_samples.gpu_util: 1 value outside [0, 100], e.g. 140.0")

@@ -14,7 +14,8 @@ import pytest
 
 from ingest.lake import conform
 from ingest.quality import SUITES, QualityGate, _ge
-from ingest.quality.checks import InRange, PairOrdered, QuantitiesInRange, UniqueKey
+from ingest.quality.checks import InRange, InSet, NotNull, PairOrdered, QuantitiesInRange, UniqueKey
+from ingest.quality.suites import POD_PHASES
 from ingest.schema import TABLES, TS
 
 FIXTURES = Path(__file__).parent / "fixtures" / "quality" / "clean_batches.json"
@@ -214,10 +215,28 @@ def test_pair_and_quantity_checks_agree_with_gx():
     data = batch("prices", prices)
     pods = rows_of("k8s_pods")
     pods[1]["containers"][0]["limits"] = [["memory", -1.0]]
+    pods[0]["phase"] = "Evicted"  # a reason, not a phase
+    nulls = pa.table({"uid": pa.array(["a", None, "c", None])})
     for check, table in [(PairOrdered("effective_to", "effective_from"), data),
-                         (QuantitiesInRange("containers.limits"), batch("k8s_pods", pods))]:
+                         (QuantitiesInRange("containers.limits"), batch("k8s_pods", pods)),
+                         (InSet("phase", POD_PHASES), batch("k8s_pods", pods)),
+                         (NotNull("uid"), nulls)]:
         found = check.find(table)
         (outcome,) = _ge.validate_frame(check.frame(table, pa.array(range(table.num_rows), pa.int64())),
                                         [check.expectation(gxe)], suite_name="agree")
-        assert found is not None and outcome.unexpected_count == found.count == 1
-        assert outcome.unexpected_index_list == found.rows.to_pylist()
+        assert found is not None and outcome.unexpected_count == found.count, check
+        assert outcome.unexpected_index_list == found.rows.to_pylist(), check
+
+
+def test_hash_collisions_alone_never_reject_a_batch(monkeypatch):
+    import numpy as np
+
+    from ingest.quality import checks
+
+    monkeypatch.setattr(checks, "_row_hashes", lambda keys: np.zeros(keys.num_rows, np.uint64))  # everything collides
+    check = UniqueKey(TABLES["gpu_samples"].key)
+    assert check.find(batch("gpu_samples")) is None
+    rows = rows_of("gpu_samples")
+    rows.append(dict(rows[3]))
+    found = check.find(batch("gpu_samples", rows))
+    assert found is not None and found.rows.to_pylist() == [3, 4] and found.detail == "1 duplicated key"

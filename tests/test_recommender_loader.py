@@ -3,7 +3,7 @@
 Scenario (cluster c1, pool "gpu" of two 8×A100-80GB on-demand nodes at $32/h, 10 hours of data):
 - ``etl`` (batch Job, 1 GPU on n1): 0% busy, 8 CPU requested but 0.5 used  -> reclaim + CPU right-size
 - ``train`` (checkpointed PyTorchJob, 2 GPUs on n1): 90% busy             -> move to spot
-- ``api`` (serving Deployment, 1 GPU on n2): 0% busy                        -> scale-to-zero, never reclaim
+- ``api`` (serving Deployment, 2 × 1 GPU on n2): 0% busy                   -> fewer min replicas, never reclaim
 - consolidation: n1's pods fit on n2; the serving pod does not move         -> free n1
 """
 
@@ -37,6 +37,7 @@ PODS = {  # pod: (node, namespace, workload, owner kind, tier, gpus, util, cpu r
     "train-0": ("n1", "ml", "train", "PyTorchJob", "training", 2, 0.9, 4.0, 16 * GIB,
                 {"gpufinops.io/checkpointed": "true"}),
     "api-7d9f-x": ("n2", "web", "api", "Deployment", "serving", 1, 0.0, 2.0, 8 * GIB, {}),
+    "api-7d9f-y": ("n2", "web", "api", "Deployment", "serving", 1, 0.0, 2.0, 8 * GIB, {}),
 }
 
 
@@ -148,6 +149,10 @@ def test_every_kind_the_data_supports_with_savings(world: Settings) -> None:
     assert ("reclaim_idle_gpu", "etl") in kinds
     assert ("scale_to_zero_window", "api") in kinds
     assert ("reclaim_idle_gpu", "api") not in kinds  # serving is never preempted
+    api = by_wl_rec = {(r.kind, r.workload): r for r in recs}[("scale_to_zero_window", "api")]
+    assert api.proposed == {"action": "set_min_replicas", "min_replicas": 1}
+    assert api.est_monthly_savings_usd == pytest.approx(2 * GPU_RATE * 730 / 2)  # one of two replicas
+    del by_wl_rec
     assert ("move_to_spot", "train") in kinds
     assert ("rightsize_cpu_mem", "etl") in kinds
     by = {(r.kind, r.workload): r for r in recs}
@@ -193,3 +198,15 @@ def test_cli_recommend(world: Settings, tmp_path: Path) -> None:
 def test_missing_warehouse_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="gpufinops build"):
         load_input(Settings(home=tmp_path))
+
+
+def test_binpack_view_from_the_warehouse(world: Settings) -> None:
+    from recommender.binpack import load_binpack
+
+    [view] = load_binpack(world)
+    assert view["cluster"] == "c1"
+    assert sorted(m["pod"] for m in view["suggested_moves"]) == ["data/etl-1", "ml/train-0"]
+    frag = view["fragmentation"]
+    # Free GPUs: n1 has 8 - 3 = 5, n2 has 8 - 2 = 6 whole devices; every task shape (1 or 2 whole GPUs)
+    # fits on both nodes and whole free devices strand nothing.
+    assert frag["free_gpus"] == pytest.approx(11.0) and frag["fragmentation_gpus"] == pytest.approx(0.0)

@@ -189,6 +189,19 @@ def test_capacity_fragmentation_and_lower_bound(full_build):
     assert (lb, in_use) == (4, 5)
 
 
+def test_bill_reconciliation(full_build):
+    settings, _, _ = full_build
+    rows = {r[0]: r[1:] for r in _q(settings, """
+        select resource_id, computed_cost_usd, effective_cost_usd, difference_usd, status
+        from fct_bill_reconciliation_daily where day = '2026-11-02' and provider = 'aws'""")}
+    assert rows["arn:aws:ec2:us-east-1:123456789012:instance/i-gpu80000"][3] == "matched"
+    assert rows["i-spot80000"][0] == pytest.approx(7.2) and rows["i-spot80000"][2] == pytest.approx(2.2)
+    assert rows["i-spot80000"][3] == "mismatch"
+    assert rows["vol-0123"][0] is None and rows["vol-0123"][3] == "only_in_bill"
+    # nodes without a bill line on a day the bill covers
+    assert {k for k, v in rows.items() if v[3] == "only_computed"} == {"i-ts0000", "i-mig0000", "i-nop0000"}
+
+
 def test_coverage_timeline_has_no_gaps(full_build):
     settings, _, _ = full_build
     assert _q(settings, "select count(*) from int_coverage_gaps")[0][0] == 0

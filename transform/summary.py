@@ -62,7 +62,8 @@ def showback_summary(warehouse: Path | str, *, top: int = 5) -> ShowbackSummary:
         tenants = con.execute(
             "select tenant, sum(gpu_hours), sum(chargeback_usd), "
             "sum(idle_gpu_hours) / nullif(sum(measured_gpu_hours), 0) "
-            "from fct_showback_daily group by tenant order by 3 desc limit ?",
+            "from fct_showback_daily where namespace not in ('(unallocated)', '(overhead)') "
+            "group by tenant order by 3 desc limit ?",
             [top],
         ).fetchall()
     finally:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Annotated
 
 import typer
 from rich.table import Table
@@ -19,10 +19,10 @@ def register(app: typer.Typer) -> None:
 @handle_errors
 def build(
     ctx: typer.Context,
-    full: bool = typer.Option(False, "--full", help="Rebuild every model from the lake (dbt --full-refresh)."),
-    select: Optional[list[str]] = typer.Option(None, "--select", "-s", help="dbt selection (repeatable)."),
-    summary: bool = typer.Option(True, "--summary/--no-summary", help="Print the showback summary."),
-    unit_tests: bool = typer.Option(False, "--unit-tests", help="Also run the dbt unit tests (formula pins)."),
+    full: Annotated[bool, typer.Option("--full", help="Rebuild every model from the lake (dbt --full-refresh).")] = False,
+    select: Annotated[list[str] | None, typer.Option("--select", "-s", help="dbt selection (repeatable).")] = None,
+    summary: Annotated[bool, typer.Option("--summary/--no-summary", help="Print the showback summary.")] = True,
+    unit_tests: Annotated[bool, typer.Option("--unit-tests", help="Also run the dbt unit tests (formula pins).")] = False,
 ) -> None:
     """Build the warehouse from the lake (incremental by default) and run its data tests."""
     from transform import run_build, showback_summary

@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
     def check(
         ctx: typer.Context,
         only: Annotated[list[str] | None, typer.Option("--only", help="Run just this check (repeatable).")] = None,
-        deep: Annotated[bool, typer.Option("--deep", help="Also run the checks that scan every key of the lake.")] = False,
+        deep: Annotated[bool, typer.Option("--deep", help="Also run the checks that read every row: keys unique across runs, every file against its table suite.")] = False,
         strict: Annotated[bool, typer.Option("--strict", help="Fail on warnings too (e.g. unpriced instance types).")] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print the results as JSON.")] = False,
     ) -> None:

@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
     def dashboard(
         ctx: typer.Context,
         port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8501,
-        address: Annotated[str, typer.Option("--address", help="Interface to bind (0.0.0.0 in a container).")] = "localhost",
+        address: Annotated[str, typer.Option("--address", "--host", help="Interface to bind (0.0.0.0 in a container).")] = "localhost",
         demo: Annotated[bool, typer.Option(
             "--demo", envvar="GPUFINOPS_DASHBOARD_DEMO",
             help="Demo mode: no auth proxy; the viewer picks a role in the sidebar.",

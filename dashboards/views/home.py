@@ -26,8 +26,12 @@ st.caption(f"{who}, {start} to {last} (UTC)")
 
 totals = queries.team_totals(wh, scope, start, end)
 measured = totals["measured_gpu_hours"].sum()
+if scope.fleet:  # the whole bill, unallocated capacity included
+    cost = queries.cost_lines_daily(wh, scope, start, end, tuple(ctx.settings.cost.shared_namespaces))["total_usd"].sum()
+else:
+    cost = totals["chargeback_usd"].sum()
 k = st.columns(4)
-k[0].metric("Cost, last 7 days", money(totals["chargeback_usd"].sum()))
+k[0].metric("Cost, last 7 days", money(cost))
 k[1].metric("GPU-hours", f"{totals['gpu_hours'].sum():,.0f}")
 k[2].metric("Idle GPU %", pct(1 - totals["utilized_gpu_hours"].sum() / measured if measured else None),
             help="Allocated but idle share of the measured GPU-hours.")
@@ -39,6 +43,7 @@ if scope.fleet:
     f[0].metric("GPUs now", f"{now['gpu_capacity'].sum():,.0f}")
     f[1].metric("Unallocated GPUs now", f"{now['gpu_free'].sum():,.1f}")
     f[2].metric("Stranded by fragmentation", f"{now['stranded_gpus'].sum():,.1f}")
+    f[3].metric("Charged back to teams, 7 days", money(totals["chargeback_usd"].sum()))
 
 st.subheader("Top recommendations")
 recs = queries.recommendations(wh, scope)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboards import charts, queries
+from dashboards.plans import read_plan
 from dashboards.session import current
 from dashboards.widgets import pct, table, window
 
@@ -72,15 +73,25 @@ if plan is None:
 elif plan.empty:
     st.success("The recommender found nothing to consolidate.")
 else:
+    plans = [read_plan(rec) for _, rec in plan.iterrows()]
+    st.metric("Consolidation savings per month", f"${sum(p.monthly_savings_usd for p in plans):,.0f}")
+    for p in plans:
+        with st.expander(f"{p.cluster} / {p.pool}: {p.nodes_before} → {p.nodes_after} nodes "
+                         f"(lower bound {p.lower_bound}), save ${p.monthly_savings_usd:,.0f}/month", expanded=True):
+            st.write("Nodes freed: " + (", ".join(f"`{n}`" for n in p.freed_nodes) or "none"))
+            if p.moves.empty:
+                st.caption("No pod has to move: the freed nodes' pods fit where they are or are daemon pods.")
+            else:
+                st.dataframe(p.moves, hide_index=True, width="stretch")
     table(plan, "consolidation_plan")
-    for rec in plan.itertuples():
-        with st.expander(f"{rec.cluster}: save ${rec.est_monthly_savings_usd:,.0f}/month — moves and evidence"):
-            st.json(rec.proposed if isinstance(rec.proposed, str) else str(rec.proposed))
-            st.json(rec.evidence if isinstance(rec.evidence, str) else str(rec.evidence))
 
 st.subheader("Pending GPU pods")
-pending = queries.pending_gpu_pods(wh, scope)
+pending = queries.pending_gpu_pods(wh, scope, start, end)
+pending = pending[pending["cluster"].isin(picked)] if not pending.empty else pending
 if pending.empty:
-    st.info("No pending GPU pods recorded in the warehouse.")
+    st.info("The warehouse records no pending GPU pods.")
 else:
-    table(pending, "pending_gpu_pods")
+    latest_pending = pending[pending["hour"] == pending["hour"].max()]
+    st.metric("GPU pods pending (latest hour)", f"{latest_pending['pending_gpu_pods'].sum():,.0f}")
+    st.plotly_chart(charts.pending_pods(pending), key="pending_chart")
+    table(pending, "pending_gpu_pods_hourly")

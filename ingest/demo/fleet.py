@@ -190,6 +190,9 @@ def build_fleet(
             for i in range(quota[model]):
                 row = rows.iloc[int(rng.integers(len(rows)))]
                 pool, mode, ctype, measured = _pool_of(spec, model, i, quota[model])
+                if gpus_per_node:
+                    # The bench fleet: whole, measured GPUs only, so DCGM rows = GPUs × minutes.
+                    pool, mode, measured = ("a100" if pool == "a100mig" else pool.replace("shared", "").replace("frac", "")), "whole", True
                 gpu_model = TRACE_MODEL_MAP[model][spec.provider]
                 count = gpus_per_node or int(row["gpu"])
                 inst = catalog.gpu_instance(spec.provider, gpu_model, count, exact=bool(gpus_per_node))

@@ -175,6 +175,8 @@ class _State:
         self.inst_busy = np.zeros(len(lay.inst_node), dtype=bool)
         self.node_devs = [np.flatnonzero(lay.dev_node == i) for i in range(n)]
         self.on_node: list[set[int]] = [set() for _ in range(n)]
+        # CPU pods (and system Deployments) use the CPU pool; a fleet without one runs them anywhere
+        self.cpu_pool = self.mode == 4 if (self.mode == 4).any() else np.ones(n, dtype=bool)
 
     def _ok(self, p: PodSpec) -> np.ndarray:
         return self.active & ~self.cordoned & (self.free_cpu >= p.cpu - _EPS) & (self.free_mem >= p.memory - _EPS)
@@ -224,7 +226,7 @@ class _State:
             self.inst_busy[inst] = True
             devices = [inst]
         else:  # cpu
-            cand = np.flatnonzero(ok & (self.mode == 4))
+            cand = np.flatnonzero(ok & self.cpu_pool)
             if not len(cand):
                 return False
             node = int(cand[np.argmin(self.free_cpu[cand])])

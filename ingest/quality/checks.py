@@ -268,8 +268,8 @@ class InSet(Check):
 class UniqueKey(Check):
     """The key columns are unique within the batch (nulls compare equal, as in a GROUP BY).
 
-    The whole batch is hashed (polars' row hash, vectorised); only rows whose hash repeats are then
-    compared exactly, so a hash collision can never reject a clean batch.
+    The whole batch is hashed (vectorised, single-threaded numpy over dictionary codes); only rows
+    whose hash repeats are then grouped exactly, so a hash collision can never reject a clean batch.
     """
 
     key: tuple[str, ...]
@@ -286,21 +286,25 @@ class UniqueKey(Check):
     def find(self, data: pa.Table) -> Found | None:
         if data.num_rows < 2:
             return None
-        import polars as pl
-
         keys = data.select(list(self.key))
-        hashes = pl.from_arrow(keys).hash_rows()  # type: ignore[union-attr]
-        candidates = np.flatnonzero(hashes.is_duplicated().to_numpy())
-        if len(candidates) == 0:
+        hashes = _row_hashes(keys)
+        ordered = np.sort(hashes)
+        repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+        if len(repeated) == 0:
             return None
-        subset = pl.from_arrow(keys.take(pa.array(candidates)))
-        exact = subset.is_duplicated().to_numpy()  # type: ignore[union-attr]
-        if not exact.any():
+        candidates = np.flatnonzero(np.isin(hashes, repeated))
+        groups = (
+            keys.take(pa.array(candidates))
+            .append_column("_row", pa.array(candidates, pa.int64()))
+            .group_by(list(self.key), use_threads=False)
+            .aggregate([("_row", "list")])
+        )
+        groups = groups.filter(pc.greater(pc.list_value_length(groups.column("_row_list")), 1))
+        if groups.num_rows == 0:
             return None  # only hash collisions
-        rows = pa.array(candidates[exact], pa.int64())
-        dup = keys.take(rows)
-        groups = dup.group_by(list(self.key), use_threads=False).aggregate([([], "count_all")])
-        examples = [tuple(r[k] for k in self.key) for r in groups.slice(0, _EXAMPLES).to_pylist()]
+        rows = pc.list_flatten(groups.column("_row_list")).combine_chunks()
+        rows = pc.take(rows, pc.sort_indices(rows))
+        examples = [tuple(r[k] for k in self.key) for r in groups.slice(0, _EXAMPLES).select(list(self.key)).to_pylist()]
         return Found(len(rows), rows, examples, detail=f"{groups.num_rows} duplicated key{'s' if groups.num_rows != 1 else ''}")
 
     def frame(self, data: pa.Table, rows: pa.Array) -> Any:
@@ -405,11 +409,24 @@ class QuantitiesInRange(Check):
         rows, names, values = _map_items(arr)
         return pa.array(rows), names, values
 
+    def _values(self, data: pa.Table) -> pa.Array:
+        """Just the quantities (no parent rows): the cheap pass over a clean batch."""
+        top, _, field = self.column.partition(".")
+        arr = data.column(top).combine_chunks()
+        maps = pc.struct_field(pc.list_flatten(arr), field) if field else arr
+        offsets = maps.offsets
+        lo, hi = offsets[0].as_py(), offsets[-1].as_py()
+        return maps.items.slice(lo, hi - lo)
+
     def find(self, data: pa.Table) -> Found | None:
+        values = self._values(data)
+        if len(values) == 0 or values.null_count == len(values):
+            return None
+        low = pc.min(values).as_py()
+        if (low is None or low >= self.min_value) and not pc.any(pc.is_nan(values)).as_py():
+            return None
         rows, names, values = self._flat(data)
         bad = pc.fill_null(pc.or_(pc.less(values, self.min_value), pc.is_nan(values)), False)
-        if len(values) == 0 or not pc.any(bad).as_py():
-            return None
         bad_rows = pc.unique(pc.filter(rows, bad)).cast(pa.int64())
         bad_rows = pc.take(bad_rows, pc.sort_indices(bad_rows))
         first = pc.indices_nonzero(bad)[:_EXAMPLES]  # type: ignore[attr-defined]
@@ -437,6 +454,31 @@ class QuantitiesInRange(Check):
     def describe(self, count: int, examples: list[Any], detail: str) -> str:
         s = "s" if count != 1 else ""
         return f"{count} row{s} with a quantity below {self.min_value:g} or NaN{_eg(examples)}"
+
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+_NULL_CODE = -(2**62)
+
+
+def _codes(col: pa.ChunkedArray) -> np.ndarray:
+    """A uint64 per row that is equal exactly when the values are (nulls included)."""
+    arr = col.combine_chunks()
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or pa.types.is_binary(arr.type):
+        return pc.dictionary_encode(arr, null_encoding="encode").indices.to_numpy(zero_copy_only=False).astype(np.uint64)
+    if pa.types.is_timestamp(arr.type) or pa.types.is_date(arr.type):
+        arr = arr.cast(pa.int64())
+    if pa.types.is_floating(arr.type):
+        arr = arr.cast(pa.float64()).view(pa.int64())
+    arr = pc.fill_null(arr.cast(pa.int64()), _NULL_CODE)
+    return arr.to_numpy(zero_copy_only=False).view(np.uint64)
+
+
+def _row_hashes(keys: pa.Table) -> np.ndarray:
+    h = np.zeros(keys.num_rows, np.uint64)
+    for name in keys.column_names:
+        h = (h * _MIX) ^ (_codes(keys.column(name)) + _MIX)  # uint64 arithmetic wraps, as a hash should
+        h ^= h >> np.uint64(29)
+    return h
 
 
 def _map_items(maps: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:

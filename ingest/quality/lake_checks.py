@@ -27,6 +27,7 @@ __all__ = [
     "NoOverallocation",
     "RunsFinal",
     "DuplicateKeys",
+    "TableSuites",
     "LAKE_CHECKS",
     "run_lake_checks",
     "lake_connection",
@@ -262,7 +263,49 @@ class DuplicateKeys(LakeCheck):
         return self._result(False, f"duplicate keys across the lake: {msg}", frame, outcome)
 
 
-LAKE_CHECKS: dict[str, LakeCheck] = {c.name: c for c in (PriceCoverage(), NoOverallocation(), RunsFinal(), DuplicateKeys())}
+@dataclass(frozen=True)
+class TableSuites(LakeCheck):
+    """Every file already in the lake passes its table's batch suite (files written before the
+    gate existed, or copied in by hand). Reads every file: opt-in (deep)."""
+
+    name: ClassVar[str] = "table_suites"
+    severity: ClassVar[Severity] = "error"
+    deep: ClassVar[bool] = True
+
+    def run(self, con: duckdb.DuckDBPyConnection, root: Path) -> LakeCheckResult:
+        import pandas as pd
+        import pyarrow.parquet as pq
+
+        from ingest.lake import partition_files
+        from ingest.quality.gate import QualityGate
+
+        gate = QualityGate()
+        rows = []
+        for name, table in TABLES.items():
+            files = partition_files(root, name)
+            if not files:
+                continue
+            failed, first, n = 0, "", 0
+            for path in files:
+                data = pq.read_table(path, columns=[c for c in table.schema.names if c in pq.read_schema(path).names])
+                n += data.num_rows
+                report = gate.validate(name, data)
+                if not report.success:
+                    failed += 1
+                    first = first or f"{path.relative_to(root)}: {report.message}"
+            rows.append({"table": name, "files": len(files), "rows": n, "failed_files": failed, "first_failure": first})
+        frame = pd.DataFrame(rows, columns=["table", "files", "rows", "failed_files", "first_failure"])
+        outcome = self._validate(frame, _ge.expectations().ExpectColumnValuesToBeBetween(column="failed_files", max_value=0))
+        if outcome.success:
+            return self._result(True, f"{int(frame['files'].sum())} files of {len(frame)} tables pass their suites", frame, outcome)
+        bad = frame.iloc[outcome.unexpected_index_list]
+        msg = "; ".join(f"{r.table}: {r.failed_files} of {r.files} files fail, first {r.first_failure}" for r in bad.itertuples())
+        return self._result(False, msg, frame, outcome)
+
+
+LAKE_CHECKS: dict[str, LakeCheck] = {
+    c.name: c for c in (PriceCoverage(), NoOverallocation(), RunsFinal(), DuplicateKeys(), TableSuites())
+}
 
 
 def run_lake_checks(root: Path | str, *, names: list[str] | None = None, deep: bool = False) -> list[LakeCheckResult]:

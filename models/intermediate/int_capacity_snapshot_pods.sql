@@ -9,6 +9,10 @@ attributes as (
     select cluster, pod_uid, tier from {{ ref('int_pod_attributes') }}
 ),
 
+specs as (
+    select cluster, pod_uid, gpu_model_constraint from {{ ref('int_pod_specs') }}
+),
+
 final as (
     select
         a.cluster,
@@ -22,10 +26,13 @@ final as (
         -- whole devices: plain nvidia.com/gpu (not time-sliced) and other accelerators
         a.gpu_resource in ('nvidia.com/gpu', 'amd.com/gpu', 'aws.amazon.com/neuron', 'habana.ai/gaudi', 'intel.com/gpu')
             and a.gpu_equiv >= 1 and a.gpu_equiv = floor(a.gpu_equiv) as is_whole,
-        coalesce(t.tier, 'batch') = 'system' as is_system
+        coalesce(t.tier, 'batch') = 'system' as is_system,
+        s.gpu_model_constraint
     from allocation as a
     left join attributes as t
         on a.cluster = t.cluster and a.pod_uid = t.pod_uid
+    left join specs as s
+        on a.cluster = s.cluster and a.pod_uid = s.pod_uid
 )
 
 select * from final

@@ -28,6 +28,7 @@ latest as (
         arg_max(annotations, snapshot_ts) as annotations,
         arg_max(containers, snapshot_ts) as containers,
         arg_max(init_containers, snapshot_ts) as init_containers,
+        arg_max(node_selector, snapshot_ts) as node_selector,
         max(snapshot_ts) as last_seen
     from pods
     group by cluster, pod_uid
@@ -106,6 +107,8 @@ final as (
         coalesce(r.mig_count_request, 0) as mig_count_request,
         r.other_accelerator_resource,
         coalesce(r.other_accelerator_request, 0) as other_accelerator_request,
+        -- a GPU-model constraint (nodeSelector on the GFD product label), for fragmentation task shapes
+        l.node_selector['nvidia.com/gpu.product'] as gpu_model_constraint,
         l.last_seen
     from latest as l
     left join resources as r

@@ -5,10 +5,10 @@ each hour:
 - per node, each physical GPU's free fraction R: whole-GPU pods take whole devices first; the
   other (fractional, MIG, time-sliced) equivalents are placed best-fit onto the devices in
   descending size (device-level assignment is not known from Kubernetes objects);
-- task shapes M = distinct (CPU, k GPUs, d per-GPU fraction) of the GPU pods present, by
-  popularity, truncated at 95 % cumulative share and renormalised (no model constraint: pods carry
-  none in the landing tables);
-- F_n(m) = Σ_g R_ng if m cannot run on n (CPU short, fewer than k GPUs with R ≥ d), else
+- task shapes M = distinct (CPU, k GPUs, d per-GPU fraction, GPU model) of the GPU pods present,
+  by popularity, truncated at 95 % cumulative share and renormalised; the model is the pod's
+  nodeSelector on `nvidia.com/gpu.product` ('' = any model);
+- F_n(m) = Σ_g R_ng if m cannot run on n (CPU short, fewer than k GPUs with R ≥ d, model mismatch), else
   Σ_g R_ng·[R_ng < d]; F_n(M) = Σ_m p_m F_n(m); cluster F = Σ_n; rate = F / Σ R.
 Bin-packing lower bound per node pool: max(⌈ΣGPU/G⌉, ⌈ΣCPU/C⌉, ⌈ΣMem/M⌉) with (G, C, M) the
 pool's largest node shape (allocatable); nodes_in_use = nodes with at least one non-system pod;
@@ -74,19 +74,21 @@ def _shapes(pods: pd.DataFrame) -> pd.DataFrame:
     """Task shapes per (cluster, hour) with renormalised probabilities p."""
     gp = pods[pods["gpu_equiv"] > _EPS].copy()
     if gp.empty:
-        return pd.DataFrame(columns=["cluster", "hour", "cpu", "k", "d", "p"])
+        return pd.DataFrame(columns=["cluster", "hour", "cpu", "k", "d", "model", "p"])
     e = gp["gpu_equiv"].to_numpy()
     gp["k"] = np.where(e >= 1 - _EPS, np.ceil(e - _EPS), 1).astype(np.int64)
     gp["d"] = np.where(e >= 1 - _EPS, 1.0, np.round(e, 4))
     gp["cpu"] = np.round(gp["cpu_request"].to_numpy(dtype=float), 3)
-    counts = gp.groupby(["cluster", "hour", "cpu", "k", "d"]).size().rename("n").reset_index()
+    model = gp["gpu_model_constraint"] if "gpu_model_constraint" in gp else pd.Series("", index=gp.index)
+    gp["model"] = model.fillna("").astype(str)
+    counts = gp.groupby(["cluster", "hour", "cpu", "k", "d", "model"]).size().rename("n").reset_index()
     counts = counts.sort_values(["cluster", "hour", "n", "k", "d", "cpu"], ascending=[True, True, False, False, False, False])
     total = counts.groupby(["cluster", "hour"])["n"].transform("sum")
     cum = counts.groupby(["cluster", "hour"])["n"].cumsum()
     before = (cum - counts["n"]) / total
     kept = counts[before < _SHARE - _EPS].copy()
     kept["p"] = kept["n"] / kept.groupby(["cluster", "hour"])["n"].transform("sum")
-    return kept[["cluster", "hour", "cpu", "k", "d", "p"]]
+    return kept[["cluster", "hour", "cpu", "k", "d", "model", "p"]]
 
 
 def _fragmentation(nodes: pd.DataFrame, free: np.ndarray, shapes: pd.DataFrame) -> pd.DataFrame:
@@ -95,18 +97,22 @@ def _fragmentation(nodes: pd.DataFrame, free: np.ndarray, shapes: pd.DataFrame) 
     valid = ~np.isnan(free)
     total_free = r.sum(axis=1)
     cpu_free = nodes["cpu_free"].to_numpy(dtype=float)
+    node_model = (nodes["gpu_model"] if "gpu_model" in nodes else pd.Series("", index=nodes.index)).fillna("").astype(str).to_numpy()
     groups = nodes.groupby(["cluster", "hour"], sort=False).indices
     shape_groups = {k: g for k, g in shapes.groupby(["cluster", "hour"])} if len(shapes) else {}
     for key, idx in groups.items():
-        rr, vv, tf, cf = r[idx], valid[idx], total_free[idx], cpu_free[idx]
+        rr, vv, tf, cf, nm = r[idx], valid[idx], total_free[idx], cpu_free[idx], node_model[idx]
         sh = shape_groups.get(key)
         if sh is None or sh.empty:
             frag = 0.0
         else:
             frag = 0.0
-            for cpu, k, d, p in sh[["cpu", "k", "d", "p"]].itertuples(index=False):
+            models = sh["model"] if "model" in sh else pd.Series("", index=sh.index)
+            for cpu, k, d, model, p in zip(sh["cpu"], sh["k"], sh["d"], models, sh["p"], strict=True):
                 fits = vv & (rr >= d - _EPS)
                 can_run = (cf >= cpu - _EPS) & (fits.sum(axis=1) >= k)
+                if model:
+                    can_run &= nm == model
                 below = np.where(vv & (rr < d - _EPS), rr, 0.0).sum(axis=1)
                 frag += p * float(np.where(can_run, below, tf).sum())
         out.append((key[0], key[1], frag, float(tf.sum())))

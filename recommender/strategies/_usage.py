@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from recommender.model import HourUsage
 
@@ -44,12 +45,12 @@ def gpu_cost_rate(hours: Sequence[HourUsage]) -> float:
     return sum(h.gpu_cost_usd for h in hours) / len(hours) if hours else 0.0
 
 
-def window_evidence(hours: Sequence[HourUsage]) -> dict[str, object]:
+def window_evidence(hours: Sequence[HourUsage]) -> dict[str, Any]:
     """Mean (sample-weighted) and p95 (max of the hourly p95s: a conservative bound) utilisation,
     GPU memory used, sample count and coverage (samples / one sample per GPU-minute)."""
     samples = sum(h.samples for h in hours)
     measured = [h for h in hours if h.util_mean is not None and h.samples > 0]
-    mean = sum(h.util_mean * h.samples for h in measured) / samples if samples else None  # type: ignore[operator]
+    mean = sum(float(h.util_mean or 0.0) * h.samples for h in measured) / samples if samples else None
     p95 = max((h.util_p95 for h in measured if h.util_p95 is not None), default=None)
     fb = max((h.fb_used_max_mib for h in hours if h.fb_used_max_mib is not None), default=None)
     expected = sum(60.0 * h.gpu_hours for h in hours)

@@ -14,8 +14,8 @@ __all__ = ["ConsolidateSettings", "ConsolidateNodes", "plan_snapshot"]
 
 
 class ConsolidateSettings(StrategySettings):
-    packing: PackingSettings = Field(default_factory=PackingSettings)
-    max_evictions_per_node_freed: float = Field(20.0, gt=0, description="plans that churn more are not proposed")
+    packing: PackingSettings = Field(default_factory=lambda: PackingSettings())
+    max_evictions_per_node_freed: float = Field(default=20.0, gt=0, description="plans that churn more are not proposed")
 
 
 def plan_snapshot(snap: ClusterSnapshot, settings: PackingSettings) -> list[PackingPlan]:

@@ -21,17 +21,17 @@ _MIB = 1024.0**2
 
 
 class CpuMemSettings(StrategySettings):
-    half_life_hours: float = Field(24.0, gt=0)
-    target_percentile: float = Field(0.90, gt=0, le=1)
-    lower_percentile: float = Field(0.50, gt=0, le=1)
-    upper_percentile: float = Field(0.95, gt=0, le=1)
-    safety_margin: float = Field(0.15, ge=0)
-    min_cpu_cores: float = Field(0.025, ge=0)
+    half_life_hours: float = Field(default=24.0, gt=0)
+    target_percentile: float = Field(default=0.90, gt=0, le=1)
+    lower_percentile: float = Field(default=0.50, gt=0, le=1)
+    upper_percentile: float = Field(default=0.95, gt=0, le=1)
+    safety_margin: float = Field(default=0.15, ge=0)
+    min_cpu_cores: float = Field(default=0.025, ge=0)
     min_memory_bytes: float = Field(250 * _MIB, ge=0)
-    oom_limit_share: float = Field(0.95, gt=0, le=1, description="working set ≥ this share of the limit = OOM risk")
-    oom_bump: float = Field(1.2, ge=1)
-    min_relative_change: float = Field(0.10, ge=0, description="smaller changes are not worth a restart")
-    samples_per_day: float = Field(1440.0, gt=0)
+    oom_limit_share: float = Field(default=0.95, gt=0, le=1, description="working set ≥ this share of the limit = OOM risk")
+    oom_bump: float = Field(default=1.2, ge=1)
+    min_relative_change: float = Field(default=0.10, ge=0, description="smaller changes are not worth a restart")
+    samples_per_day: float = Field(default=1440.0, gt=0)
     skip_tiers: list[str] = Field(default_factory=lambda: ["system"])
 
 

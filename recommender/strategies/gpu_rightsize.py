@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from pydantic import Field
 
@@ -17,16 +18,16 @@ __all__ = ["GpuCountSettings", "RightsizeGpuCount", "FractionalSettings", "Right
 _SKIP_TIERS = ("system",)
 
 
-def _coverage_ok(w: WorkloadGpuUsage, min_coverage: float, min_hours: float) -> tuple[bool, dict[str, object]]:
+def _coverage_ok(w: WorkloadGpuUsage, min_coverage: float, min_hours: float) -> tuple[bool, dict[str, Any]]:
     ev = window_evidence([h for h in w.hourly if h.util_mean is not None])
-    ok = float(ev["coverage"]) >= min_coverage and int(ev["window_hours"]) >= min_hours  # type: ignore[arg-type]
+    ok = float(ev["coverage"]) >= min_coverage and int(ev["window_hours"]) >= min_hours
     return ok, ev
 
 
 class GpuCountSettings(StrategySettings):
-    device_p95_threshold: float = Field(0.05, ge=0, le=1, description="a device with p95 under this is idle")
-    min_hours: float = Field(6, ge=0)
-    min_coverage: float = Field(0.5, ge=0, le=1)
+    device_p95_threshold: float = Field(default=0.05, ge=0, le=1, description="a device with p95 under this is idle")
+    min_hours: float = Field(default=6, ge=0)
+    min_coverage: float = Field(default=0.5, ge=0, le=1)
 
 
 @register
@@ -55,19 +56,19 @@ class RightsizeGpuCount(Strategy[GpuCountSettings]):
                 kind="rightsize_gpu_count", cluster=w.cluster, namespace=w.namespace, workload=w.workload,
                 tier=w.tier, current={"gpus_per_pod": w.gpus_per_pod, "replicas": w.replicas, "gpu_model": w.gpu_model},
                 proposed={"gpus_per_pod": proposed, "resource": "nvidia.com/gpu"}, evidence=ev,
-                est_monthly_savings_usd=saving, confidence=float(ev["coverage"]),  # type: ignore[arg-type]
+                est_monthly_savings_usd=saving, confidence=float(ev["coverage"]),
                 risk="medium" if w.tier == "serving" else "low", created_at=data.now,
             ))
         return out
 
 
 class FractionalSettings(StrategySettings):
-    p95_threshold: float = Field(0.30, ge=0, le=1, description="p95 utilisation below this is 'low'")
-    max_memory_share: float = Field(0.5, gt=0, le=1, description="peak memory at most this share of the device")
-    memory_headroom: float = Field(0.20, ge=0, description="headroom over peak GPU memory")
-    max_time_slicing_replicas: int = Field(4, ge=2)
-    min_hours: float = Field(6, ge=0)
-    min_coverage: float = Field(0.5, ge=0, le=1)
+    p95_threshold: float = Field(default=0.30, ge=0, le=1, description="p95 utilisation below this is 'low'")
+    max_memory_share: float = Field(default=0.5, gt=0, le=1, description="peak memory at most this share of the device")
+    memory_headroom: float = Field(default=0.20, ge=0, description="headroom over peak GPU memory")
+    max_time_slicing_replicas: int = Field(default=4, ge=2)
+    min_hours: float = Field(default=6, ge=0)
+    min_coverage: float = Field(default=0.5, ge=0, le=1)
 
 
 @register
@@ -123,6 +124,6 @@ class RightsizeFractional(Strategy[FractionalSettings]):
         return Recommendation(
             kind=kind, cluster=w.cluster, namespace=w.namespace, workload=w.workload, tier=w.tier,
             current=current, proposed=proposed, evidence=ev, est_monthly_savings_usd=saving,
-            confidence=float(ev["coverage"]) * 0.9,  # type: ignore[arg-type]
+            confidence=float(ev["coverage"]) * 0.9,
             risk="medium", created_at=data.now,
         )

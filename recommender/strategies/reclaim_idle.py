@@ -17,13 +17,13 @@ __all__ = ["ReclaimIdleSettings", "ReclaimIdleGpu"]
 
 
 class ReclaimIdleSettings(StrategySettings):
-    util_threshold: float = Field(0.05, ge=0, le=1, description="hourly mean utilisation below this is idle")
+    util_threshold: float = Field(default=0.05, ge=0, le=1, description="hourly mean utilisation below this is idle")
     window_hours: dict[str, float] = Field(
-        default_factory=lambda: {"batch": 6, "training": 6, "serving": 6, "interactive": 2},
+        default_factory=lambda: {"batch": 6.0, "training": 6.0, "serving": 6.0, "interactive": 2.0},
         description="sustained idle window per tier (interactive: the N idle hours before a notebook stops)",
     )
-    scale_to_zero_min_hours: int = Field(4, ge=1, description="idle hours of day needed for a serving window")
-    min_days_for_daily_pattern: int = Field(2, ge=1, description="days an hour of day must be seen idle")
+    scale_to_zero_min_hours: int = Field(default=4, ge=1, description="idle hours of day needed for a serving window")
+    min_days_for_daily_pattern: int = Field(default=2, ge=1, description="days an hour of day must be seen idle")
 
 
 _ACTIONS = {
@@ -65,7 +65,7 @@ class ReclaimIdleGpu(Strategy[ReclaimIdleSettings]):
             ev["checkpointed"] = w.checkpointed
         else:
             action, risk = _ACTIONS[w.tier]
-        confidence = float(ev["coverage"]) * min(1.0, 0.5 + run.length_h / (4.0 * window))  # type: ignore[arg-type]
+        confidence = float(ev["coverage"]) * min(1.0, 0.5 + run.length_h / (4.0 * window))
         if action == "flag_owner":
             confidence *= 0.6  # we cannot stop it safely; the owner decides
         return Recommendation(
@@ -108,7 +108,7 @@ class ReclaimIdleGpu(Strategy[ReclaimIdleSettings]):
             proposed["scale_to_zero_utc_hours"] = idle_hours
         if min_replicas != w.replicas:
             proposed["min_replicas"] = min_replicas
-        confidence = float(ev["coverage"]) * min(1.0, days / 7.0 + 0.3)  # type: ignore[arg-type]
+        confidence = float(ev["coverage"]) * min(1.0, days / 7.0 + 0.3)
         return Recommendation(
             kind="scale_to_zero_window", cluster=w.cluster, namespace=w.namespace, workload=w.workload,
             tier=w.tier,

@@ -11,8 +11,8 @@ __all__ = ["SpotSettings", "MoveToSpot"]
 
 
 class SpotSettings(StrategySettings):
-    default_spot_discount: float = Field(0.6, ge=0, lt=1, description="used when no spot price is known")
-    min_hours: float = Field(6, ge=0, description="hours of history before a workload qualifies")
+    default_spot_discount: float = Field(default=0.6, ge=0, lt=1, description="used when no spot price is known")
+    min_hours: float = Field(default=6, ge=0, description="hours of history before a workload qualifies")
 
 
 @register

@@ -1,0 +1,109 @@
+"""Fast checks (no dbt run): the warehouse's reading of the landing schema, and the fragmentation
+model's placement and task-shape rules."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from ingest.schema import RUN_COLUMNS, TABLES
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _duckdb_type(t: pa.DataType) -> str:
+    if pa.types.is_timestamp(t):
+        return "timestamp with time zone"
+    if pa.types.is_map(t):
+        return f"map({_duckdb_type(t.key_type)}, {_duckdb_type(t.item_type)})"
+    if pa.types.is_list(t):
+        return f"{_duckdb_type(t.value_type)}[]"
+    if pa.types.is_struct(t):
+        return "struct(" + ", ".join(f"{f.name} {_duckdb_type(f.type)}" for f in t) + ")"
+    return {
+        pa.string(): "varchar", pa.int32(): "integer", pa.int64(): "bigint", pa.float32(): "float",
+        pa.float64(): "double", pa.bool_(): "boolean",
+    }[t]
+
+
+def _macro_columns() -> dict[str, list[tuple[str, str]]]:
+    """The (name, type) lists of macros/landing.sql's landing_columns, with its jinja shorthands expanded."""
+    text = (ROOT / "macros" / "landing.sql").read_text()
+    qty, smap = "map(varchar, double)", "map(varchar, varchar)"
+    subst = {"qty": qty, "smap": smap, "ts": "timestamp with time zone",
+             "ctr": f"struct(name varchar, requests {qty}, limits {qty})[]"}
+    body = text[text.index("set tables = {"): text.index("} -%}", text.index("set tables = {"))]
+    out: dict[str, list[tuple[str, str]]] = {}
+    for m in re.finditer(r"'(\w+)': \[(.*?)\](?=,\s*\n\s*'|\s*,?\s*$)", body, re.S):
+        cols = re.findall(r"\('(\w+)', ('[^']*'|\w+)\)", m.group(2))
+        out[m.group(1)] = [(n, t.strip("'") if t.startswith("'") else subst[t]) for n, t in cols]
+    return out
+
+
+def test_landing_columns_macro_matches_ingest_schema():
+    macro = _macro_columns()
+    assert set(macro) == set(TABLES)
+    for name, table in TABLES.items():
+        want = [(f.name, _duckdb_type(f.type)) for f in table.schema]
+        assert macro[name] == want, name
+    assert [f.name for f in RUN_COLUMNS] == ["cluster", "ingest_run_id", "ingested_at"]
+
+
+def _capacity_model():
+    path = ROOT / "models" / "marts" / "fct_cluster_capacity_hourly.py"
+    spec = importlib.util.spec_from_file_location("fct_cluster_capacity_hourly", path)
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_fractions_are_placed_best_fit_decreasing():
+    cap = _capacity_model()
+    free = np.array([1.0, 0.3, 1.0])
+    cap._place_fractions(free, [0.25, 0.5, 0.25])
+    # 0.5 -> a full device (no partial one fits); 0.25 -> the 0.3 device (best fit); 0.25 -> the 0.5 left
+    assert free.tolist() == pytest.approx([0.25, 0.05, 1.0])
+
+
+def test_task_shapes_are_truncated_at_95_percent_and_renormalised():
+    cap = _capacity_model()
+    rows = [{"cluster": "c", "hour": 0, "gpu_equiv": 1.0, "cpu_request": 1.0}] * 19 + \
+           [{"cluster": "c", "hour": 0, "gpu_equiv": 0.5, "cpu_request": 1.0}] * 1 + \
+           [{"cluster": "c", "hour": 0, "gpu_equiv": 0.0, "cpu_request": 4.0}] * 5
+    shapes = cap._shapes(pd.DataFrame(rows))
+    # 19/20 = 95 % of GPU pods share one shape: the 5 % tail is cut and p renormalised to 1
+    assert shapes[["k", "d", "p"]].values.tolist() == [[1, 1.0, 1.0]]
+
+
+def test_fragmentation_of_a_node_follows_the_definition():
+    cap = _capacity_model()
+    nodes = pd.DataFrame([{"cluster": "c", "hour": 0, "node": "n", "gpu_capacity": 4, "cpu_free": 2.0}])
+    free = np.array([[0.0, 0.5, 1.0, 1.0]])
+    shapes = pd.DataFrame([
+        {"cluster": "c", "hour": 0, "cpu": 1.0, "k": 1, "d": 1.0, "p": 0.5},   # fits: only the 0.5 is stranded
+        {"cluster": "c", "hour": 0, "cpu": 1.0, "k": 3, "d": 1.0, "p": 0.25},  # cannot run: all 2.5 stranded
+        {"cluster": "c", "hour": 0, "cpu": 8.0, "k": 1, "d": 0.5, "p": 0.25},  # CPU short: all 2.5 stranded
+    ])
+    out = cap._fragmentation(nodes, free, shapes)
+    assert out["fragmentation_gpus"].iloc[0] == pytest.approx(0.5 * 0.5 + 0.25 * 2.5 + 0.25 * 2.5)
+    assert out["free_gpus"].iloc[0] == pytest.approx(2.5)
+
+
+def test_a_model_constraint_strands_the_other_models_gpus():
+    cap = _capacity_model()
+    nodes = pd.DataFrame([
+        {"cluster": "c", "hour": 0, "node": "a", "gpu_capacity": 2, "cpu_free": 8.0, "gpu_model": "A100"},
+        {"cluster": "c", "hour": 0, "node": "t", "gpu_capacity": 2, "cpu_free": 8.0, "gpu_model": "T4"},
+    ])
+    free = np.array([[1.0, 1.0], [1.0, 0.5]])
+    shapes = pd.DataFrame([{"cluster": "c", "hour": 0, "cpu": 1.0, "k": 1, "d": 1.0, "model": "A100", "p": 1.0}])
+    out = cap._fragmentation(nodes, free, shapes)
+    # the A100 node can host it (nothing stranded); every free GPU of the T4 node is stranded
+    assert out["fragmentation_gpus"].iloc[0] == pytest.approx(1.5)
