@@ -31,15 +31,15 @@ _HEIGHT = 360
 
 
 def _daily(fig: go.Figure) -> go.Figure:
-    # one bar per UTC day, labelled by the day (not a midnight timestamp)
-    fig.update_xaxes(type="date", tickformat="%d %b", dtick=86400000.0, ticklabelmode="period")
+    # one bar per UTC day, labelled by the day (a date axis would centre bars on midnight)
+    fig.update_xaxes(type="category")
     return fig
 
 
 def _layout(fig: go.Figure, title: str, yaxis: str) -> go.Figure:
     fig.update_layout(
-        title=title, height=_HEIGHT, margin=dict(l=10, r=10, t=50, b=10), yaxis_title=yaxis,
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+        title=dict(text=title, y=0.98), height=_HEIGHT, margin=dict(l=10, r=10, t=40, b=70), yaxis_title=yaxis,
+        legend=dict(orientation="h", yanchor="top", y=-0.16, xanchor="left", x=0),
     )
     return fig
 
@@ -91,7 +91,7 @@ def capacity(df: pd.DataFrame) -> go.Figure:
     fig.add_scatter(x=agg["hour"], y=agg["gpu_capacity"], name="Capacity", mode="lines", line=dict(width=3))
     fig.add_scatter(x=agg["hour"], y=agg["gpu_allocated"], name="Allocated", mode="lines", fill="tozeroy")
     fig.add_scatter(x=agg["hour"], y=agg["gpu_utilized"], name="Utilised", mode="lines", fill="tozeroy")
-    return _layout(fig, "GPU capacity vs allocated vs utilised", "GPUs")
+    return _layout(fig, "GPUs: capacity, allocated, utilised", "GPUs")
 
 
 def fragmentation(df: pd.DataFrame) -> go.Figure:
@@ -99,9 +99,10 @@ def fragmentation(df: pd.DataFrame) -> go.Figure:
     rate = agg["fragmentation_gpus"] / agg["gpu_unallocated"].where(agg["gpu_unallocated"] > 0)
     fig = go.Figure()
     fig.add_scatter(x=agg["hour"], y=agg["fragmentation_gpus"], name="Fragmented GPUs", mode="lines")
-    fig.add_scatter(x=agg["hour"], y=rate * 100, name="Fragmentation rate %", mode="lines", yaxis="y2")
-    fig.update_layout(yaxis2=dict(overlaying="y", side="right", title="% of free GPUs", rangemode="tozero"))
-    return _layout(fig, "Fragmentation (free GPUs the typical workload cannot use)", "GPUs")
+    fig.add_scatter(x=agg["hour"], y=rate, name="Rate (of free GPUs)", mode="lines", yaxis="y2",
+                    line=dict(dash="dot"))
+    fig.update_layout(yaxis2=dict(overlaying="y", side="right", tickformat=".0%", rangemode="tozero"))
+    return _layout(fig, "Fragmented GPUs", "GPUs")
 
 
 def binpacking(df: pd.DataFrame) -> go.Figure:

@@ -79,6 +79,10 @@ class Loader:
 
     def __enter__(self) -> Loader:
         self.con = connect(self.settings.warehouse_path)
+        try:  # naive `timestamp` marts hold UTC; make comparisons with aware datetimes agree with that
+            self.con.execute("set TimeZone = 'UTC'")
+        except duckdb.Error:
+            log.debug("could not set the DuckDB session time zone", exc_info=True)
         return self
 
     def __exit__(self, *exc: object) -> None:

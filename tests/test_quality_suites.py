@@ -240,3 +240,27 @@ def test_hash_collisions_alone_never_reject_a_batch(monkeypatch):
     rows.append(dict(rows[3]))
     found = check.find(batch("gpu_samples", rows))
     assert found is not None and found.rows.to_pylist() == [3, 4] and found.detail == "1 duplicated key"
+
+
+GENAI = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "genai"
+
+
+@pytest.mark.skipif(not (GENAI / "pod_gpu_duty_cycle_anon.csv.gz").exists(), reason="shared traces not present")
+def test_the_real_genai_serving_trace_passes_and_one_glitch_is_caught(gate):
+    """157 k real per-minute duty cycles (Alibaba GenAI trace) as gpu_samples, then one bad value."""
+    import duckdb
+
+    real = duckdb.sql(f"""
+        select to_timestamp(1767225600 + timestamp_anon) as ts, 'node-' || (hash(container_ip) % 20) as hostname,
+               0 as gpu, 'GPU-' || container_ip as uuid, 'serving' as namespace, container_ip as pod,
+               (value / 100)::float as gr_engine_active, value::float as gpu_util
+        from read_csv('{GENAI / "pod_gpu_duty_cycle_anon.csv.gz"}')
+    """).to_arrow_table()
+    data = conform(TABLES["gpu_samples"], real)
+    assert data.num_rows > 100_000
+    assert gate.validate("gpu_samples", data).success
+    util = data.column("gpu_util").to_pylist()
+    util[12345] = 250.0  # a counter glitch
+    glitched = data.set_column(data.schema.get_field_index("gpu_util"), "gpu_util", pa.array(util, pa.float32()))
+    (f,) = gate.validate("gpu_samples", glitched).failures
+    assert (f.column, f.count, f.first_row, f.examples) == ("gpu_util", 1, 12345, ["250.0"])

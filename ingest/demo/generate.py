@@ -115,9 +115,13 @@ class _ClusterResult:
     stats: ScheduleStats
 
 
-def _generate_cluster(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: str,
+def _generate_cluster(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: str, day_numbers: list[int],
                       on_step: Callable[[str], None] | None) -> _ClusterResult:
-    """Pods, schedule and every (cluster, day) run of one cluster; independent of the others."""
+    """Pods and schedule of one cluster, then its runs for the given days (indices into the window).
+
+    A cluster's pods and schedule depend only on the options and its index, so any process can
+    rebuild them and write any of its days.
+    """
     writer = LakeWriter(lake_dir)
     w0, w1 = opts.window
     ws, we = w0.timestamp(), w1.timestamp()
@@ -130,7 +134,8 @@ def _generate_cluster(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: 
     tele = ClusterTelemetry(nodes, layout, pods, genai, opts.seed)
     snaps = ClusterSnapshots(nodes, pods, ws)
     rows: Counter[str] = Counter()
-    for _, d0, d1 in (d for d in plan_days(opts, fleet) if d[0] == cluster):
+    mine = [d for d in plan_days(opts, fleet) if d[0] == cluster]
+    for _, d0, d1 in (mine[i] for i in day_numbers):
         a, b = d0.timestamp(), d1.timestamp()
         with writer.run(DEMO_SOURCE, cluster, d0, d1) as run:
             rows["k8s_nodes"] += run.add("k8s_nodes", snaps.k8s_nodes(a, b, opts.snapshot_interval_s))
@@ -147,8 +152,15 @@ def _generate_cluster(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: 
     return _ClusterResult(rows, len(pods), pending, stats)
 
 
-def _worker(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: str, queue) -> _ClusterResult:  # noqa: ANN001
-    return _generate_cluster(lake_dir, opts, fleet, cluster, queue.put)
+def _worker(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: str, day_numbers: list[int],
+            queue) -> _ClusterResult:  # noqa: ANN001 - a multiprocessing proxy queue
+    return _generate_cluster(lake_dir, opts, fleet, cluster, day_numbers, queue.put)
+
+
+def _blocks(n_days: int, parts: int) -> list[list[int]]:
+    """Contiguous day blocks; busy clusters are split so the workers finish together."""
+    size = -(-n_days // parts)
+    return [list(range(i, min(n_days, i + size))) for i in range(0, n_days, size)]
 
 
 def generate_demo(
@@ -160,8 +172,9 @@ def generate_demo(
 ) -> DemoSummary:
     """Write the demo fleet into the lake; re-running with the same options rewrites the same slices.
 
-    Clusters are independent (each seeded by its index), so with ``opts.workers`` > 1 they are
-    generated in separate processes; the rows do not depend on the number of workers.
+    Clusters are independent (each seeded by its index), so with ``opts.workers`` > 1 blocks of
+    (cluster, days) are generated in separate processes; the rows do not depend on the number of
+    workers.
     """
     t_start = time.perf_counter()
     opts.check()
@@ -179,15 +192,20 @@ def generate_demo(
     if on_start:
         on_start(len(days))
     names = [c.name for c in fleet.clusters]
-    workers = max(1, min(opts.workers, len(names)))
+    workers = max(1, opts.workers)
     results: list[_ClusterResult] = []
     if workers == 1:
-        results = [_generate_cluster(lake_dir, opts, fleet, c, on_step) for c in names]
+        results = [_generate_cluster(lake_dir, opts, fleet, c, list(range(opts.days)), on_step) for c in names]
+        for r in results:
+            rows.update(r.rows)
     else:
+        # Each cluster is cut into `workers` day blocks (its pods and schedule are rebuilt per
+        # block); the pool hands blocks out in order, so the heavier first cluster starts first.
+        tasks = [(c, b) for c in names for b in _blocks(opts.days, workers)]
         ctx = mp.get_context("spawn")  # no fork of a process that holds Arrow's thread pools
         with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             queue = manager.Queue()
-            futures = [pool.submit(_worker, lake_dir, opts, fleet, c, queue) for c in names]
+            futures = [pool.submit(_worker, lake_dir, opts, fleet, c, b, queue) for c, b in tasks]
             done = 0
             while done < len(days):
                 try:
@@ -199,9 +217,11 @@ def generate_demo(
                 done += 1
                 if on_step:
                     on_step(label)
-            results = [f.result() for f in futures]
-    for r in results:
-        rows.update(r.rows)
+            all_results = [f.result() for f in futures]
+        for r in all_results:
+            rows.update(r.rows)
+        # pods and schedule are per cluster: take them from each cluster's first block
+        results = [r for (_, b), r in zip(tasks, all_results, strict=True) if b[0] == 0]
     gpus: Counter[str] = Counter()
     for n in fleet.nodes:
         if n.gpu_count:

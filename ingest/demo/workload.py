@@ -206,7 +206,32 @@ def make_pods(fleet: Fleet, cluster: str, openb_dir: Path, opts: WorkloadOptions
     rng = np.random.default_rng([opts.seed, 202, spec.index])
     pods = _system_pods(cluster, nodes, opts, rng)
     pods += _workload_pods(cluster, nodes, trace, opts, rng)
+    _make_names_unique(pods, rng)
     return pods
+
+
+def _make_names_unique(pods: list[PodSpec], rng: np.random.Generator) -> None:
+    """Random name suffixes can collide (two notebooks of one user); give the later pod a new one.
+
+    Names stay unique per namespace over the whole window, so (snapshot, namespace, pod) is a key.
+    """
+    taken: set[tuple[str, str]] = set()
+    for p in pods:
+        while (p.namespace, p.name) in taken:
+            if p.owner_kind == "Notebook":
+                old = p.owner_name
+                p.owner_name = old.rsplit("-", 1)[0] + "-" + _suffix(rng, 5)
+                p.name = f"{p.owner_name}-0"
+                p.labels = {k: (p.owner_name if v == old else v) for k, v in p.labels.items()}
+                p.containers[0] = (p.owner_name, *p.containers[0][1:])
+            elif p.owner_kind == "PyTorchJob":
+                old = p.owner_name
+                p.owner_name = old + _suffix(rng, 2)
+                p.name = f"{p.owner_name}-master-0"
+                p.labels = {k: (p.owner_name if v == old else v) for k, v in p.labels.items()}
+            else:
+                p.name = p.name[:-5] + _suffix(rng, 5)
+        taken.add((p.namespace, p.name))
 
 
 # -- system pods ----------------------------------------------------------------------------------
@@ -471,7 +496,7 @@ def _pod_from_row(cluster: str, key: str, row: dict, trace: _Trace, opts: Worklo
         priority, pclass = 1000, "training"
     elif tier_key == "notebook":
         user = _USERS[int(rng.integers(len(_USERS)))]
-        nb = f"{user}-nb-{_suffix(rng, 3)}"
+        nb = f"{user}-nb-{_suffix(rng, 4)}"
         owner_kind, owner_name, name = "Notebook", nb, f"{nb}-0"
         labels = {"app": "jupyter", "notebook-name": nb, "statefulset": nb}
         containers.append((nb, {"cpu": cpu, "memory": mem, **gpu_req}, {"memory": mem * 2, **gpu_req}))
