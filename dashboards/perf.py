@@ -20,7 +20,7 @@ from dashboards.identity import Scope
 from dashboards.queries import RAW
 from gpufinops.warehouse import connect
 
-__all__ = ["page_workloads", "time_pages"]
+__all__ = ["page_workloads", "time_pages", "build_synthetic"]
 
 Step = Callable[[duckdb.DuckDBPyConnection], object]
 
@@ -78,14 +78,69 @@ def time_pages(warehouse: Path | str, shared: tuple[str, ...], repeats: int = 5)
         con.close()
 
 
+def build_synthetic(path: Path, nodes: int = 1000, days: int = 30, pods_per_node: int = 6, teams: int = 40) -> None:
+    """A contract-shaped warehouse of ``nodes`` 8-GPU nodes, ``days`` hours of pods, for sizing the
+    dashboards' queries before the real bench warehouse exists (numbers are arbitrary, shapes are not)."""
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("set TimeZone = 'UTC'")
+        con.execute(f"""
+        create or replace table hours as
+          select h::timestamptz as hour from generate_series(timestamptz '2026-10-01 00:00:00+00',
+                 timestamptz '2026-10-01 00:00:00+00' + interval {days} day - interval 1 hour, interval 1 hour) g(h);
+        create or replace table fct_node_hourly as
+          select hour, 'c' || (n % 4) as cluster, 'node-' || n as node, 'pool-' || (n % 5) as node_pool,
+                 'p4d.24xlarge' as instance_type, 'on_demand' as capacity_type, 'A100-80GB' as gpu_model,
+                 8.0 as gpu_capacity, 32.0 as node_cost_usd, 28.8 as gpu_cost_usd,
+                 6.0 as allocated_gpu_hours, 2.0 as unallocated_gpu_hours, 7.2 as unallocated_cost_usd,
+                 0.0 as overcommit_cost_usd, 2.0 as utilized_gpu_hours
+          from hours, range({nodes}) r(n) order by hour;
+        create or replace table fct_gpu_allocation_hourly as
+          select hour, 'c' || (n % 4) as cluster, 'node-' || n as node, 'ns-' || ((n * 7 + p) % {teams * 3}) as namespace,
+                 'team-' || (((n * 7 + p) % {teams * 3}) % {teams}) as team, 'tenant-' || (((n * 7 + p) % {teams * 3}) % 8) as tenant,
+                 'training' as tier, 'Job' as workload_kind, 'wl-' || ((n * 7 + p) % 5000) as workload,
+                 'pod-' || n || '-' || p as pod, 'A100-80GB' as gpu_model, 'nvidia.com/gpu' as gpu_resource,
+                 1.0 as gpu_hours, 0.3 as utilized_gpu_hours, 0.7 as idle_gpu_hours, 1.0 as measured_gpu_hours,
+                 3.6 as gpu_cost_usd, 2.52 as idle_cost_usd, 0.5 as cpu_cost_usd, 0.3 as memory_cost_usd,
+                 4.4 as total_cost_usd, false as is_shared_namespace
+          from hours, range({nodes}) r(n), range({pods_per_node}) q(p) order by hour;
+        create or replace table fct_showback_daily as
+          select hour::date as day, cluster, tenant, team, namespace, sum(gpu_hours) as gpu_hours,
+                 sum(utilized_gpu_hours) as utilized_gpu_hours, sum(idle_gpu_hours) as idle_gpu_hours,
+                 sum(measured_gpu_hours) as measured_gpu_hours, 0.7 as idle_allocated_pct,
+                 sum(total_cost_usd) as direct_cost_usd, sum(idle_cost_usd) as idle_cost_usd, 0.0 as shared_cost_usd,
+                 0.0 as unallocated_share_usd, sum(total_cost_usd) as chargeback_usd
+          from fct_gpu_allocation_hourly group by all order by day;
+        create or replace table fct_cluster_capacity_hourly as
+          select hour, cluster, sum(gpu_capacity) as gpu_capacity, sum(allocated_gpu_hours) as gpu_allocated,
+                 sum(unallocated_gpu_hours) as gpu_unallocated, 10.0 as fragmentation_gpus, 0.05 as fragmentation_rate,
+                 count(*) as nodes_in_use, (count(*) * 0.8)::int as nodes_lower_bound, 5 as pending_gpu_pods
+          from fct_node_hourly group by all order by hour;
+        create or replace table fct_bill_reconciliation_daily as
+          select day, 'aws' as provider, 'i-' || cluster as resource_id, 1.0 as computed_cost_usd, 1.0 as billed_cost_usd,
+                 1.0 as effective_cost_usd, 0.0 as difference_usd, 'matched' as status
+          from (select distinct day, cluster from fct_showback_daily);
+        drop table hours;
+        """)
+    finally:
+        con.close()
+
+
 def _main() -> None:
     from gpufinops.settings import load_settings
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--home", type=Path, default=None)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--synthetic-nodes", type=int, default=0,
+                        help="First build a synthetic warehouse of this many nodes (30 days) under --home.")
     args = parser.parse_args()
     settings = load_settings(home=args.home)
+    if args.synthetic_nodes:
+        settings.home.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        build_synthetic(settings.warehouse_path, nodes=args.synthetic_nodes)
+        print(f"synthetic warehouse of {args.synthetic_nodes} nodes built in {time.perf_counter() - t0:.1f} s")
     for page, ms in time_pages(settings.warehouse_path, tuple(settings.cost.shared_namespaces), args.repeats).items():
         print(f"{page:<9} {ms:8.1f} ms  (all of the page's queries, uncached, median of {args.repeats})")
 

@@ -15,6 +15,8 @@ ever pass ``Scope.narrow(...)`` of the identity's scope.
 from __future__ import annotations
 
 import os
+import threading
+import time as _time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -75,11 +77,62 @@ class Warehouse:
 # ---------------------------------------------------------------- connection
 
 
-@dataclass
+# DuckDB lets one process write or many read: a reader that keeps the file open blocks
+# `gpufinops build`. So the cached handle closes its connection after this long without a query and
+# reopens it on the next one (an open costs ~0.1 s; the query results are cached meanwhile).
+IDLE_CLOSE_S = float(os.environ.get("GPUFINOPS_DASHBOARD_IDLE_CLOSE_S", "60"))
+
+
 class _Handle:
-    con: duckdb.DuckDBPyConnection
-    path: str
-    stamp: tuple[int, int]
+    """The shared read-only connection to one warehouse file, opened lazily, closed when idle."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.stamp = _stamp(path)
+        self._lock = threading.Lock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._users = 0
+        self._last_used = _time.monotonic()
+        self._released = threading.Event()
+        threading.Thread(target=self._close_when_idle, name="warehouse-idle-close", daemon=True).start()
+
+    @contextmanager
+    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        with self._lock:
+            if self._con is None:
+                self._con = connect(self.path, read_only=True)
+            self._users += 1
+            cur = self._con.cursor()
+        try:
+            yield cur
+        finally:
+            cur.close()
+            with self._lock:
+                self._users -= 1
+                self._last_used = _time.monotonic()
+
+    @property
+    def is_open(self) -> bool:
+        return self._con is not None
+
+    def close_if_idle(self, idle_s: float = IDLE_CLOSE_S) -> bool:
+        with self._lock:
+            if self._con is not None and self._users == 0 and _time.monotonic() - self._last_used >= idle_s:
+                self._con.close()
+                self._con = None
+                return True
+        return False
+
+    def _close_when_idle(self) -> None:
+        while not self._released.wait(min(5.0, IDLE_CLOSE_S)):
+            self.close_if_idle()
+
+    def release(self) -> None:
+        self._released.set()
+        with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
 
 
 def _stamp(path: str) -> tuple[int, int]:
@@ -88,31 +141,24 @@ def _stamp(path: str) -> tuple[int, int]:
 
 
 def _still_current(handle: _Handle) -> bool:
-    # a rebuilt warehouse file gets a fresh connection (and the old read lock goes)
+    # a rebuilt warehouse file gets a fresh handle
     try:
         return _stamp(handle.path) == handle.stamp
     except OSError:
         return False
 
 
-def _close(handle: _Handle) -> None:
-    handle.con.close()
-
-
-@st.cache_resource(ttl=600, validate=_still_current, on_release=_close, show_spinner=False)
+@st.cache_resource(validate=_still_current, on_release=_Handle.release, show_spinner=False)
 def _handle(path: str) -> _Handle:
-    return _Handle(con=connect(path, read_only=True), path=path, stamp=_stamp(path))
+    return _Handle(path)
 
 
 @contextmanager
 def cursor(warehouse: Warehouse) -> Iterator[duckdb.DuckDBPyConnection]:
     """A fresh cursor of the shared read-only connection, in UTC."""
-    cur = _handle(warehouse.path).con.cursor()
-    try:
+    with _handle(warehouse.path).cursor() as cur:
         cur.execute("set TimeZone = 'UTC'")
         yield cur
-    finally:
-        cur.close()
 
 
 def clear_caches() -> None:

@@ -15,10 +15,10 @@ __all__ = ["money", "pct", "window", "table", "change_actions"]
 DEFAULT_WINDOW_DAYS = 30
 
 
-def money(value: float | None) -> str:
+def money(value: float | None, cents: bool = True) -> str:
     if value is None or pd.isna(value):
         return "—"
-    return f"${value:,.2f}"
+    return f"${value:,.2f}" if cents else f"${value:,.0f}"
 
 
 def pct(value: float | None) -> str:

@@ -11,6 +11,7 @@ source that overlaps it is trimmed, so no row is ever counted twice. Every run i
 Every batch passes the data-quality gate (:mod:`ingest.quality`) before it is staged. A rejected
 batch aborts the run (nothing of it is committed); with ``quality="quarantine"`` the batch and the
 reason are first kept under ``_quarantine/<run_id>/`` and the run is recorded as ``quarantined``.
+At commit, a table whose batches overlap in time is also checked for keys repeated across batches.
 
 A live run holds an exclusive ``flock`` on ``_staging/<run_id>/.alive``; recovery (when a writer
 opens the lake and before every commit) only touches staging folders whose owner is gone, so
@@ -299,6 +300,7 @@ class LakeRun:
             fcntl.flock(self._alive, fcntl.LOCK_EX)
         self._rejected: str | None = None  # set when the gate rejects a batch: the run cannot commit
         self._quarantine: str | None = None
+        self._spans: dict[str, list[tuple[Any, Any]]] = {}  # table -> (min, max) time of each batch
         self.rows: dict[str, int] = {}
         self._parts: dict[tuple[str, str], int] = {}
         self._key = f"{_safe(source)}__{_stamp(start)}__{_stamp(end)}"
@@ -328,6 +330,8 @@ class LakeRun:
         if data.num_rows == 0:
             return 0
         self._gate(table, data, where)
+        span = pc.min_max(data.column(table.time_column))
+        self._spans.setdefault(table.name, []).append((span["min"].as_py(), span["max"].as_py()))
         n = data.num_rows
         data = data.append_column(pa.field("cluster", pa.string(), nullable=False), _const_str(self.cluster, n))
         data = data.append_column(pa.field("ingest_run_id", pa.string(), nullable=False), _const_str(self.run_id, n))
@@ -354,10 +358,24 @@ class LakeRun:
             )
 
     def _gate(self, table: LandingTable, data: pa.Table, where: str) -> None:
+        report = self.writer.quality.validate(table.name, data)
+        if not report.success:
+            self._reject(table, data, report, where)
+
+    def _gate_across_batches(self) -> None:
+        """Keys unique across the run's batches of a table, checked only where batch times overlap
+        (batches split by time cannot share a key: every key starts with the time column)."""
+        for name, spans in self._spans.items():
+            spans = sorted(spans)
+            if all(prev[1] < nxt[0] for prev, nxt in zip(spans, spans[1:], strict=False)):
+                continue
+            files = sorted((self.stage / "new" / name).rglob("*.parquet"))
+            report, dup = self.writer.quality.validate_across(name, files)
+            if not report.success:
+                self._reject(get_table(name), dup, report, f"across {len(spans)} batches")
+
+    def _reject(self, table: LandingTable, data: pa.Table, report: Any, where: str) -> None:
         gate = self.writer.quality
-        report = gate.validate(table.name, data)
-        if report.success:
-            return
         self._rejected = report.message
         if gate.on_failure == "quarantine":
             folder = write_quarantine(
@@ -378,6 +396,12 @@ class LakeRun:
 
     def commit(self) -> RunRecord:
         writer = self.writer
+        if self._rejected is None:
+            try:
+                self._gate_across_batches()
+            except ValidationFailed as exc:
+                self.abort(f"ValidationFailed: {exc}")
+                raise
         if self._rejected is not None:
             err = ValidationFailed(f"run {self.run_id} rejected a batch and cannot commit: {self._rejected}")
             self.abort(f"ValidationFailed: {self._rejected}")

@@ -16,7 +16,10 @@ from recommender.strategies.consolidate import plan_snapshot
 __all__ = ["task_shape_of", "snapshot_fragmentation", "binpack_view", "load_binpack"]
 
 
-def task_shape_of(pod: PodPlacement, gpu_model: str | None) -> TaskShape:
+_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+def task_shape_of(pod: PodPlacement) -> TaskShape:
     if pod.gpu_fraction > 0:
         gpus, per = 1, pod.gpu_fraction
     elif pod.whole_gpus > 0:
@@ -25,14 +28,16 @@ def task_shape_of(pod: PodPlacement, gpu_model: str | None) -> TaskShape:
         gpus, per = 1, min(1.0, pod.gpu_equiv)
     else:
         gpus, per = 0, 0.0
-    models = pod.gpu_models if pod.gpu_models is not None else (frozenset([gpu_model]) if gpu_model and gpus else None)
+    # The task's model constraint is what the pod asks for (explicit models or a nodeSelector on the
+    # GFD product label), not the model it happens to run on: M describes the work that may arrive.
+    sel = pod.node_selector.get(_PRODUCT_LABEL)
+    models = pod.gpu_models if pod.gpu_models is not None else (frozenset([sel]) if sel and gpus else None)
     return TaskShape(cpu=round(pod.requests.get("cpu", 0.0), 3), gpus=gpus, per_gpu=round(per, 3), models=models)
 
 
 def snapshot_fragmentation(snap: ClusterSnapshot) -> dict[str, Any]:
     """F per node and for the cluster; the target workload M = the pods present in the snapshot."""
     nodes = [n for n in snap.nodes if n.gpu_count > 0]
-    model_of = {n.name: n.gpu_model for n in snap.nodes}
     by_node: dict[str, list[PodPlacement]] = defaultdict(list)
     for p in snap.pods:
         by_node[p.node].append(p)
@@ -48,7 +53,7 @@ def snapshot_fragmentation(snap: ClusterSnapshot) -> dict[str, Any]:
                   if p.gpu_equiv > 0 and not (n.device_level_gpus and p.whole_gpus > 0)]
         free[i, : n.gpu_count] = device_free_fractions(n.gpu_count, whole, shares)
         free_cpu[i] = n.allocatable.get("cpu", 0.0) - sum(p.requests.get("cpu", 0.0) for p in ps)
-    shapes, probs = task_distribution(task_shape_of(p, model_of.get(p.node)) for p in snap.pods if p.gpu_equiv > 0)
+    shapes, probs = task_distribution(task_shape_of(p) for p in snap.pods if p.gpu_equiv > 0)
     rep = fragmentation_report(free, free_cpu, [n.gpu_model for n in nodes], float(sum(n.gpu_count for n in nodes)),
                                shapes, probs)
     per_node = rep.pop("per_node_gpus")

@@ -10,6 +10,7 @@ annotations) come from the lake's Parquet files, read by DuckDB where they lie.
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -75,11 +76,13 @@ class Loader:
         self.lake = Path(settings.lake_dir)
         self.con: duckdb.DuckDBPyConnection | None = None
         self._registered: list[str] = []
+        self.query_seconds: list[tuple[str, float]] = []  # (query head, seconds): for the benchmark
         self._containers_cache: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
 
     def __enter__(self) -> Loader:
         self.con = connect(self.settings.warehouse_path)
         try:  # naive `timestamp` marts hold UTC; make comparisons with aware datetimes agree with that
+            self.con.execute("set enable_progress_bar = false")
             self.con.execute("set TimeZone = 'UTC'")
         except duckdb.Error:
             log.debug("could not set the DuckDB session time zone", exc_info=True)
@@ -92,7 +95,9 @@ class Loader:
     # ------------------------------------------------------------------------------------------
     def _q(self, sql: str, params: list[Any] | None = None) -> list[dict[str, Any]]:
         assert self.con is not None
+        t0 = time.perf_counter()
         tbl = self.con.sql(sql, params=params or None).to_arrow_table()
+        self.query_seconds.append((" ".join(sql.split())[:80], round(time.perf_counter() - t0, 3)))
         return tbl.to_pylist()
 
     def _has(self, relation: str) -> bool:
@@ -288,23 +293,23 @@ class Loader:
             base = f"""s as (
                 select g.cluster, g.namespace, g.pod, m.workload, date_trunc('hour', g.ts) as hour,
                        coalesce(g.gr_engine_active, g.gpu_util / 100.0) as u, g.fb_used_mib,
-                       g.fb_used_mib + g.fb_free_mib as fb_total,
-                       coalesce(g.hostname, '') || '/' || coalesce(g.uuid, cast(g.gpu as varchar)) || '/' || coalesce(cast(g.mig_instance as varchar), '') as dev
+                       g.fb_used_mib + g.fb_free_mib as fb_total, g.hostname, g.uuid, g.gpu, g.mig_instance
                 from {self._scan(files)} g join {self._pod_map_sql(gpu_pods)} m
                   on g.cluster = m.cluster and g.namespace = m.namespace and g.pod = m.pod
                 where g.ts >= ? and g.ts < ?)"""
             # One scan, three groupings: per workload-hour, per workload, per pod device.
             for r in self._q(f"""with {base}
-                    select cluster, namespace, workload, hour, pod, dev, avg(u) as mean,
+                    select cluster, namespace, workload, hour, pod, grouping(hour, pod) as g, avg(u) as mean,
                            approx_quantile(u, 0.95) as p95, count(*) as n, max(fb_used_mib) as fb,
                            max(fb_total) as fb_total
                     from s group by grouping sets ((cluster, namespace, workload, hour),
                                                    (cluster, namespace, workload),
-                                                   (cluster, namespace, workload, pod, dev))""", [start, end]):
+                                                   (cluster, namespace, workload, pod, hostname, uuid, gpu, mig_instance))
+                    """, [start, end]):
                 key = (r["cluster"], r["namespace"], r["workload"])
-                if r["hour"] is not None:
+                if r["g"] == 1:  # hour kept, pod rolled up
                     samples[(*key, _utc(r["hour"]))] = r
-                elif r["dev"] is not None:
+                elif r["g"] == 2:  # per device of a pod
                     dev_p95[key][r["pod"]].append(float(r["p95"]))
                 else:
                     wl_stats[key] = r

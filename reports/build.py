@@ -118,7 +118,7 @@ def _table(df: pd.DataFrame, money_cols: tuple[str, ...] = (), pct_cols: tuple[s
         if c in shown:
             shown[c] = shown[c].map(lambda v: "—" if v is None or pd.isna(v) else f"{v:.1%}")
     more = f'<p class="muted">{len(df) - limit} more rows in the CSV.</p>' if len(df) > limit else ""
-    return shown.to_html(index=False, border=0, escape=True, na_rep="—") + more
+    return shown.to_html(index=False, border=0, escape=True, na_rep="—", float_format=lambda v: f"{v:,.1f}") + more
 
 
 def _alerts_html(alerts: list[BudgetAlert]) -> str:
@@ -205,7 +205,8 @@ def _finance(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Repor
         "<h2>Chargeback by team</h2>" + ('<img src="{{img:spend_by_team}}" width="800" alt="spend by team">' if "spend_by_team" in images else "")
         + _table(by_team, ("direct_cost_usd", "idle_cost_usd", "shared_cost_usd", "unallocated_share_usd", "chargeback_usd")),
         "<h2>Budget vs actual (month to date)</h2>" + _table(
-            status, ("monthly_budget_usd", "month_to_date_usd", "forecast_usd"), ("pct_of_budget_actual", "pct_of_budget_forecast")),
+            status[status["monthly_budget_usd"].notna()].drop(columns=["pct_of_budget_actual", "alert"]),
+            ("monthly_budget_usd", "month_to_date_usd", "forecast_usd"), ("pct_of_budget_forecast",), limit=30),
     ]
     if not bill.empty:
         tables["bill_reconciliation"] = bill

@@ -32,8 +32,9 @@ def _stacked(pivot: pd.DataFrame, title: str) -> bytes:
         bottom = pivot[col] if bottom is None else bottom + pivot[col]
     ax.set_title(title)
     ax.set_ylabel("USD")
-    ax.legend(fontsize=7, ncol=4, loc="upper left", bbox_to_anchor=(0, -0.12), frameon=False)
-    ax.tick_params(axis="x", labelsize=7, rotation=45)
+    ax.legend(fontsize=7, ncol=5, loc="upper left", bbox_to_anchor=(0, -0.14 if len(labels) <= 10 else -0.25),
+              frameon=False)
+    ax.tick_params(axis="x", labelsize=7, rotation=45 if len(labels) > 10 else 0)
     return _png(fig)
 
 

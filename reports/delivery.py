@@ -35,7 +35,8 @@ def email_message(report: Report, sender: str, recipients: list[str]) -> EmailMe
     msg["To"] = ", ".join(recipients)
     msg.set_content(report.summary().replace("*", ""))
     msg.add_alternative(report.html(inline_images=False), subtype="html")
-    html_part = msg.get_payload()[1]
+    html_part = msg.get_body(("html",))
+    assert isinstance(html_part, EmailMessage)
     for cid, png in report.images.items():
         html_part.add_related(png, maintype="image", subtype="png", cid=f"<{cid}>", filename=f"{cid}.png")
     for name, data in report.csvs().items():

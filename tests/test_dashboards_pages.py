@@ -85,6 +85,8 @@ def test_finance_page_numbers_and_csv_for_every_table(env) -> None:
     assert m["Total cost"] == "$3,460.80"
     assert m["Charged back to teams"] == "$1,449.60"
     assert m["Unallocated (idle capacity)"] == "$2,011.20"
+    # 2 days of $1,730.40 so far, the same run rate for the 28 days left of November
+    assert m["Forecast, end of Nov"] == "$51,912"
     assert len(at.dataframe) >= 5
     assert len(at.get("download_button")) == len(at.dataframe)
     # alpha's forecast (963.20 + 28 days × 481.60) crosses its 5,000 budget; beta's 100,000 does not

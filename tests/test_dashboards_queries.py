@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from datetime import date
 from pathlib import Path
 
@@ -143,3 +145,23 @@ def test_raw_queries_run_on_any_cursor(wh) -> None:
     finally:
         con.close()
     assert df.iloc[0]["chargeback_usd"] == pytest.approx(support.ALPHA_CHARGEBACK)
+
+
+def _write_from_another_process(path: Path) -> subprocess.CompletedProcess:
+    code = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); c.execute(\"insert into dim_team values ('gamma', 'x')\"); c.close()"
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+
+
+def test_idle_connection_is_closed_so_a_build_can_write(tmp_path) -> None:
+    path = support.build_warehouse(tmp_path)
+    wh = queries.Warehouse.of(path)
+    with queries.cursor(wh) as cur:
+        assert cur.execute("select count(*) from dim_team").fetchone()[0] == 3
+    handle = queries._handle(wh.path)
+    assert handle.is_open
+    blocked = _write_from_another_process(path)  # the read lock keeps a writer (gpufinops build) out ...
+    assert blocked.returncode != 0 and "lock" in blocked.stderr
+    assert handle.close_if_idle(idle_s=0) and not handle.is_open
+    assert _write_from_another_process(path).returncode == 0  # ... until the idle connection is closed
+    with queries.cursor(wh) as cur:  # the rewritten file (new mtime) gets a fresh handle that sees the row
+        assert cur.execute("select count(*) from dim_team").fetchone()[0] == 4

@@ -127,3 +127,50 @@ def test_check_raises_for_ingesters_that_validate_up_front():
     with pytest.raises(ValidationFailed, match=r"gpu_samples \(file x.prom\), 4 rows: gpu_samples.gr_engine_active: 1 value outside"):
         gate.check("gpu_samples", data, where="file x.prom")
     assert gate.check("gpu_samples", conform(TABLES["gpu_samples"], samples(4))).success
+
+
+def test_a_key_repeated_across_overlapping_batches_of_a_run_is_rejected(tmp_path):
+    """E.g. two PromQL chunks whose inclusive [start, end] both return the boundary sample."""
+    _old(tmp_path)
+    w = LakeWriter(tmp_path)
+    first = samples(31)  # minutes 0..30
+    second = pa.Table.from_pylist([
+        {"ts": T0 + timedelta(minutes=m), "hostname": "h", "gpu": 0, "uuid": "u", "gr_engine_active": 0.5}
+        for m in range(30, 60)  # minute 30 again
+    ])
+    with pytest.raises(ValidationFailed) as err, w.run("dcgm", "c1", T0, T0 + DAY) as run:
+        run.add("gpu_samples", first)
+        run.add("gpu_samples", second)  # each batch alone is clean
+    msg = str(err.value)
+    assert "(across 2 batches)" in msg
+    assert "gpu_samples.(ts, hostname, uuid, mig_instance, namespace, pod): 2 rows share a key (1 duplicated key), e.g. (2026-01-01T00:30:00Z, 'h', 'u', null, null, null)" in msg
+    assert stored(tmp_path) == [(0.2, 10)]
+    assert list_runs(tmp_path)[-1].status == "failed"
+
+
+def test_batches_split_by_time_skip_the_cross_batch_scan_and_commit(tmp_path, monkeypatch):
+    calls = []
+    real = QualityGate.validate_across
+    monkeypatch.setattr(QualityGate, "validate_across", lambda self, t, f: calls.append(t) or real(self, t, f))
+    w = LakeWriter(tmp_path, quality="quarantine")
+    with w.run("dcgm", "c1", T0, T0 + DAY) as run:
+        run.add("gpu_samples", samples(30))
+        run.add("gpu_samples", pa.Table.from_pylist([
+            {"ts": T0 + timedelta(minutes=m), "hostname": "h", "gpu": 0, "uuid": "u", "gr_engine_active": 0.5} for m in range(30, 60)]))
+        run.add("k8s_namespaces", [{"snapshot_ts": T0, "namespace": "a"}])
+        run.add("k8s_namespaces", [{"snapshot_ts": T0, "namespace": "b"}])  # same snapshot: scanned, and clean
+    assert calls == ["k8s_namespaces"]
+    assert stored(tmp_path) == [(0.5, 60)] and list_runs(tmp_path)[-1].status == "committed"
+
+
+def test_cross_batch_duplicates_are_quarantined_with_the_duplicated_rows(tmp_path):
+    w = LakeWriter(tmp_path, quality="quarantine")
+    with pytest.raises(ValidationFailed), w.run("k8s", "c1", T0, T0 + DAY) as run:
+        run.add("k8s_namespaces", [{"snapshot_ts": T0, "namespace": "a"}, {"snapshot_ts": T0, "namespace": "b"}])
+        run.add("k8s_namespaces", [{"snapshot_ts": T0, "namespace": "b"}])
+    rec = list_runs(tmp_path)[-1]
+    assert rec.status == "quarantined"
+    kept = pq.read_table(tmp_path / rec.quarantine / "k8s_namespaces.parquet")
+    assert kept.column("namespace").to_pylist() == ["b", "b"]
+    reason = json.loads((tmp_path / rec.quarantine / "reason.json").read_text())
+    assert reason["where"] == "across 2 batches" and reason["failures"][0]["check"] == "unique_key"

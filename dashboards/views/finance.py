@@ -41,7 +41,7 @@ k[1].metric("Charged back to teams", money(lines["charged_to_teams_usd"].sum()))
 k[2].metric("Unallocated (idle capacity)", money(lines["unallocated_usd"].sum()))
 k[3].metric("Idle-allocated GPU cost", money(lines["idle_usd"].sum()),
             help="GPU cost of allocated GPUs that sat idle: GPU part × (1 − utilisation).")
-k[4].metric(f"Forecast for {as_of:%B %Y}", money(forecast.forecast),
+k[4].metric(f"Forecast, end of {as_of:%b}", money(forecast.forecast, cents=False),
             help=f"Month to date {money(forecast.month_to_date)} + {forecast.days_left} days × "
                  f"run rate {money(forecast.run_rate_per_day)}/day (mean of the last 7 days).")
 

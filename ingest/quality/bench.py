@@ -2,8 +2,9 @@
 
 Builds a clean gpu_samples-shaped batch (DCGM: 1,000 devices per timestamp, a few MIG and shared
 series) and times, per million rows: the gate on the clean batch, conforming the batch to the
-landing schema and writing it as Parquet (what the writer does anyway), and the gate on a batch
-with one bad value (which pays for GX on the failure path).
+landing schema and writing it as Parquet (what the writer does anyway), the commit-time key scan
+across a run's overlapping batches, and the gate on a batch with one bad value (which pays for GX
+on the failure path).
 """
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "x.parquet"
         t_write = _time(lambda: pq.write_table(data, out, compression="zstd"), args.repeat)
+        # Two staged files of one run whose times overlap: the commit-time scan across batches.
+        halves = [Path(tmp) / "a.parquet", Path(tmp) / "b.parquet"]
+        pq.write_table(data.slice(0, args.rows // 2), halves[0], compression="zstd")
+        pq.write_table(data.slice(args.rows // 2), halves[1], compression="zstd")
+        t_across = _time(lambda: gate.validate_across("gpu_samples", halves), args.repeat)
     bad = data.set_column(data.schema.get_field_index("gr_engine_active"), "gr_engine_active",
                           pa.array(np.where(np.arange(args.rows) == args.rows // 2, 1.7, data.column("gr_engine_active").to_numpy()).astype(np.float32)))
     t0 = time.perf_counter()
@@ -86,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"gate, clean batch         {t_gate:.3f} s  ({mrows / t_gate:.1f} M rows/s, {t_gate / mrows:.3f} s per M rows)")
     print(f"conform to schema         {t_conform:.3f} s  (for comparison)")
     print(f"write zstd Parquet        {t_write:.3f} s  (for comparison)")
+    print(f"key scan across batches   {t_across:.3f} s  (DuckDB, only when a run's batches overlap in time)")
     print(f"gate, 1 bad row, 1st time {t_first_fail:.3f} s  (includes importing GX)")
     print(f"gate, 1 bad row, warm     {t_fail:.3f} s")
     print(f"message: {report.message}")
