@@ -21,9 +21,16 @@ install: $(STAMP)
 system-deps:
 	@bash .ci/system-deps
 
+GF := $(BIN)/gpufinops --home $(HOME_DIR)
+
+# The demo fleet -> lake -> warehouse -> its FOCUS bill -> reconciled warehouse -> recommendations -> dashboards.
 demo: install system-deps
-	$(BIN)/gpufinops --home $(HOME_DIR) demo
-	$(BIN)/gpufinops --home $(HOME_DIR) build --full
+	$(GF) demo
+	$(GF) build --full
+	$(GF) ingest billing --demo-bill $(HOME_DIR)/demo-focus-bill.csv
+	$(GF) build
+	$(GF) recommend --top 10
+	$(GF) serve dashboard --port $(PORT)
 
 test: install system-deps
 	$(BIN)/python -m pytest -q

@@ -188,9 +188,23 @@ def _bounds(start: date, end: date) -> tuple[datetime, datetime]:
 
 
 def _team_filter(scope: Scope, column: str = "team") -> tuple[str, list[Any]]:
+    """The scope as a SQL predicate: nothing for everyone, ``team in (?, ...)`` otherwise (an empty scope
+    matches no row). Plain comparisons let DuckDB skip row groups; list_contains would not."""
     if scope.teams is None:
         return "", []
-    return f" and list_contains(?, {column})", [list(scope.teams)]
+    if not scope.teams:
+        return " and false", []
+    return f" and {column} in ({', '.join('?' * len(scope.teams))})", list(scope.teams)
+
+
+def _team_filter_named(scope: Scope, column: str = "team") -> tuple[str, dict[str, Any]]:
+    """``_team_filter`` with named parameters ($team_0, ...) for queries written with names."""
+    if scope.teams is None:
+        return "", {}
+    if not scope.teams:
+        return " and false", {}
+    names = {f"team_{i}": t for i, t in enumerate(scope.teams)}
+    return f" and {column} in ({', '.join('$' + n for n in names)})", names
 
 
 def _df(cur: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | dict[str, Any]) -> pd.DataFrame:
@@ -295,18 +309,28 @@ def cost_lines_daily(
     """
     scope.require_fleet()
     lo, hi = _bounds(start, end)
+    # the real mart flags shared namespaces itself (a cheap boolean); the contract alone needs the list
+    shared_pred = (
+        "is_shared_namespace" if _has_column(cur, "fct_gpu_allocation_hourly", "is_shared_namespace")
+        else "list_contains($shared, namespace)"
+    )
+    # aggregate per hour first: casting every row's timestamptz to a date is the expensive part
     return _df(
         cur,
-        """
-        with pods as (
-            select hour::date as day,
-                   sum(gpu_cost_usd) filter (where not list_contains($shared, namespace))::double as gpu_usd,
-                   sum(cpu_cost_usd + memory_cost_usd) filter (where not list_contains($shared, namespace))::double
-                       as cpu_memory_usd,
-                   sum(idle_cost_usd)::double as idle_usd
+        f"""
+        with pods_hourly as (
+            select hour,
+                   sum(gpu_cost_usd) filter (where not {shared_pred}) as gpu_usd,
+                   sum(cpu_cost_usd + memory_cost_usd) filter (where not {shared_pred}) as cpu_memory_usd,
+                   sum(idle_cost_usd) as idle_usd
             from fct_gpu_allocation_hourly
             where hour >= $lo and hour < $hi
-            group by all
+            group by hour
+        ),
+        pods as (
+            select hour::date as day, sum(gpu_usd)::double as gpu_usd, sum(cpu_memory_usd)::double as cpu_memory_usd,
+                   sum(idle_usd)::double as idle_usd
+            from pods_hourly group by all
         ),
         lines as (
             select day,
@@ -319,11 +343,12 @@ def cost_lines_daily(
             from fct_showback_daily where day >= $start and day < $end
             group by all
         ),
-        nodes as (
-            select hour::date as day, sum(node_cost_usd)::double as node_cost_usd
+        nodes_hourly as (
+            select hour, sum(node_cost_usd) as node_cost_usd
             from fct_node_hourly where hour >= $lo and hour < $hi
-            group by all
+            group by hour
         ),
+        nodes as (select hour::date as day, sum(node_cost_usd)::double as node_cost_usd from nodes_hourly group by all),
         days as (select day from pods union select day from lines union select day from nodes)
         select d.day,
                coalesce(gpu_usd, 0) as gpu_usd,
@@ -420,30 +445,34 @@ def idle_workloads(
     cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date, limit: int = 10
 ) -> pd.DataFrame:
     """The workloads with the most idle-allocated GPU cost, with a utilisation series for a sparkline."""
-    where, params = _team_filter(scope)
+    where, params = _team_filter_named(scope)
+    where_a = where.replace(" team in", " a.team in")
     lo, hi = _bounds(start, end)
     # ~48 points per sparkline whatever the window
     bucket_hours = max(1, int((hi - lo) / timedelta(hours=1)) // 48)
+    # totals per workload first (few groups); the sparkline series only for the top ones
     return _df(
         cur,
         f"""
-        with rows as (
-            select * from fct_gpu_allocation_hourly
-            where hour >= ? and hour < ? and gpu_hours > 0{where}
-        ),
-        totals as (
+        with totals as (
             select cluster, namespace, team, workload_kind, workload, any_value(tier) as tier,
                    sum(gpu_hours)::double as gpu_hours, sum(measured_gpu_hours)::double as measured_gpu_hours,
                    sum(utilized_gpu_hours)::double as utilized_gpu_hours,
                    sum(idle_gpu_hours)::double as idle_gpu_hours, sum(idle_cost_usd)::double as idle_cost_usd,
                    sum(total_cost_usd)::double as cost_usd
-            from rows group by cluster, namespace, team, workload_kind, workload
-            order by idle_cost_usd desc, workload limit ?
+            from fct_gpu_allocation_hourly
+            where hour >= $lo and hour < $hi and gpu_hours > 0{where}
+            group by cluster, namespace, team, workload_kind, workload
+            order by idle_cost_usd desc, workload limit $limit
         ),
         series as (
-            select cluster, namespace, workload_kind, workload, time_bucket(interval (?) hour, hour) as bucket,
-                   sum(utilized_gpu_hours) / nullif(sum(measured_gpu_hours), 0) as util
-            from rows semi join totals using (cluster, namespace, workload_kind, workload)
+            -- integer buckets: time_bucket on a timestamptz goes through the time-zone library per row
+            select a.cluster, a.namespace, a.workload_kind, a.workload, epoch(a.hour)::bigint // ($bucket * 3600) as bucket,
+                   sum(a.utilized_gpu_hours) / nullif(sum(a.measured_gpu_hours), 0) as util
+            from fct_gpu_allocation_hourly a
+            semi join totals t on a.cluster = t.cluster and a.namespace = t.namespace
+                 and a.workload_kind = t.workload_kind and a.workload = t.workload
+            where a.hour >= $lo and a.hour < $hi and a.gpu_hours > 0{where_a}
             group by all
         ),
         spark as (
@@ -456,7 +485,7 @@ def idle_workloads(
         from totals t left join spark s using (cluster, namespace, workload_kind, workload)
         order by idle_cost_usd desc, workload
         """,
-        [lo, hi, *params, limit, bucket_hours],
+        {"lo": lo, "hi": hi, "limit": limit, "bucket": bucket_hours, **params},
     )
 
 

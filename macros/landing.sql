@@ -76,21 +76,32 @@
 
 
 {% macro lake_scan(table, since_day=none) -%}
-  {#- The landing table as a relation with every landing column typed. Files written before a
-      column existed read it as null (UNION ALL BY NAME with the typed empty relation). -#}
+  {#- The landing table as a relation with every landing column typed. Columns the files already
+      hold with the landing type are read as they are (a no-op cast of the nested pod/node columns
+      copies every value and costs more than the query around it); a column no file has yet (an
+      older lake) reads as a typed null; any other type is cast. -#}
   {%- set cols = landing_columns(table) -%}
   {%- set files = lake_files(table, since_day) -%}
-  {%- set empty -%}
-    select {% for name, typ in cols %}cast(null as {{ typ }}) as "{{ name }}"{{ ", " if not loop.last }}{% endfor %} where false
-  {%- endset -%}
   {%- if files | length > 0 -%}
-    (select {% for name, typ in cols %}cast("{{ name }}" as {{ typ }}) as "{{ name }}"{{ ", " if not loop.last }}{% endfor %}
-     from ({{ empty }}
-           union all by name
-           select * from read_parquet([{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}],
-                                      union_by_name = true, hive_partitioning = false)))
+    {%- set file_list -%}
+      [{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}]
+    {%- endset -%}
+    {%- set described = run_query("describe select * from read_parquet(" ~ file_list ~ ", union_by_name = true, hive_partitioning = false)") -%}
+    {%- set file_types = {} -%}
+    {%- for row in described.rows -%}{%- do file_types.update({row[0]: row[1]}) -%}{%- endfor -%}
+    {%- set typeofs = [] -%}
+    {%- for name, typ in cols -%}{%- do typeofs.append("typeof(cast(null as " ~ typ ~ "))") -%}{%- endfor -%}
+    {%- set canonical = run_query("select " ~ typeofs | join(", ")).rows[0] -%}
+    (select
+      {%- for name, typ in cols %}
+        {%- if file_types.get(name) == canonical[loop.index0] %} "{{ name }}"
+        {%- elif name in file_types %} cast("{{ name }}" as {{ typ }}) as "{{ name }}"
+        {%- else %} cast(null as {{ typ }}) as "{{ name }}"
+        {%- endif %}{{ "," if not loop.last }}
+      {%- endfor %}
+     from read_parquet({{ file_list }}, union_by_name = true, hive_partitioning = false))
   {%- else -%}
-    ({{ empty }})
+    (select {% for name, typ in cols %}cast(null as {{ typ }}) as "{{ name }}"{{ ", " if not loop.last }}{% endfor %} where false)
   {%- endif -%}
 {%- endmacro %}
 

@@ -108,9 +108,11 @@ def test_every_instance_type_has_both_prices() -> None:
 
 
 def test_bench_fleet_is_all_eight_gpu_nodes() -> None:
-    fleet = _fleet(40, 2, gpus_per_node=8)
+    fleet = _fleet(1000, 2, gpus_per_node=8)
     assert all(n.gpu_count == 8 for n in fleet.nodes)
-    assert sum(n.gpu_count for n in fleet.nodes) == 320
+    assert sum(n.gpu_count for n in fleet.nodes) == 8000
+    assert len({(n.cluster, n.name) for n in fleet.nodes}) == 1000
+    assert len({u for n in fleet.nodes for u in n.gpu_uuids}) == 8000
     # whole, measured devices only: the bench's DCGM sample count is GPUs × minutes
     assert {n.mode for n in fleet.nodes} == {"whole"} and all(n.measured for n in fleet.nodes)
     assert {n.capacity_type for n in fleet.nodes} == {"spot", "on_demand"}

@@ -163,3 +163,14 @@ def test_files_written_without_the_gate_are_caught_by_the_deep_table_suites(tmp_
     assert not r.success
     assert r.message.startswith("gpu_samples: 1 of 1 files fail, first gpu_samples/cluster=c1/day=2026-01-01/old__")
     assert r.message.endswith("gpu_samples.gpu_util: 1 value outside [0, 100], e.g. 140.0")
+
+
+def test_quarantined_runs_are_final_and_pointed_at(tmp_path):
+    from gpufinops.errors import ValidationFailed
+
+    rows = [{"ts": T0, "hostname": "h", "gpu": 0, "uuid": "u", "power_w": -1.0}]
+    with pytest.raises(ValidationFailed):
+        LakeWriter(tmp_path, quality="quarantine").write("gpu_samples", rows, source="dcgm", cluster="c1",
+                                                         window_start=T0, window_end=T0 + DAY)
+    (r,) = run_lake_checks(tmp_path, names=["runs_final"])
+    assert r.success and r.message == "all 1 run records are final or in progress (1 quarantined: see _quarantine/<run_id>/reason.json)"

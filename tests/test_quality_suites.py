@@ -264,3 +264,15 @@ def test_the_real_genai_serving_trace_passes_and_one_glitch_is_caught(gate):
     glitched = data.set_column(data.schema.get_field_index("gpu_util"), "gpu_util", pa.array(util, pa.float32()))
     (f,) = gate.validate("gpu_samples", glitched).failures
     assert (f.column, f.count, f.first_row, f.examples) == ("gpu_util", 1, 12345, ["250.0"])
+
+
+def test_every_suite_exports_as_a_gx_expectation_suite():
+    suite = SUITES["gpu_samples"].to_gx()
+    assert suite.name == "landing.gpu_samples"
+    exported = suite.to_json_dict()["expectations"]
+    assert len(exported) == len(SUITES["gpu_samples"].checks)
+    ranges = {e["kwargs"]["column"]: (e["kwargs"].get("min_value"), e["kwargs"].get("max_value"))
+              for e in exported if e["type"] == "expect_column_values_to_be_between"}
+    assert ranges["gr_engine_active"] == (0, 1) and ranges["gpu_util"] == (0, 100)
+    assert {e["type"] for e in exported} >= {"expect_column_values_to_not_be_null", "expect_compound_columns_to_be_unique"}
+    assert all(len(SUITES[t].to_gx().expectations) == len(SUITES[t].checks) for t in SUITES)

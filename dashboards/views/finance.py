@@ -25,14 +25,16 @@ if span is None:
     st.stop()
 start, end = span
 shared = tuple(ctx.settings.cost.shared_namespaces)
-spend = queries.spend_by_team_daily(wh, scope, start, end, shared)
-lines = queries.cost_lines_daily(wh, scope, start, end, shared)
-
-total = lines["total_usd"].sum()
 as_of = end - timedelta(days=1)
 month_start = as_of.replace(day=1)
-month_spend = queries.spend_by_team_daily(wh, scope, month_start, end, shared)
-forecast = month_forecast(queries.cost_lines_daily(wh, scope, month_start, end, shared), as_of, value="total_usd")
+# one pass over the hourly marts for the window and the month to date (the forecast's input)
+lines_all = queries.cost_lines_daily(wh, scope, min(start, month_start), end, shared)
+lines = lines_all[lines_all["day"] >= start].reset_index(drop=True)
+spend_all = queries.spend_by_team_daily(wh, scope, min(start, month_start), end, shared)
+spend = spend_all[spend_all["day"] >= start]
+month_spend = spend_all[spend_all["day"] >= month_start]
+forecast = month_forecast(lines_all, as_of, value="total_usd")
+total = lines["total_usd"].sum()
 
 st.caption(f"{start} to {as_of} (UTC). Charged back to teams + unrecovered = total cost.")
 k = st.columns(5)

@@ -217,7 +217,9 @@ def _make_node(spec: ClusterSpec, inst, pool: str, mode: str, ctype: str, measur
     zone = spec.zones[i % len(spec.zones)]
     hexid = rng.bytes(8).hex()
     if spec.provider == "aws":
-        ip = f"10.{spec.index}.{int(rng.integers(0, 255))}.{int(rng.integers(1, 255))}"
+        # one subnet per zone; the host part is a bijection of the node's number, so names are unique
+        zi, k = i % len(spec.zones), i // len(spec.zones)
+        ip = f"10.{spec.index % 256}.{16 * zi + k // 200}.{10 + (k * 37) % 200}"
         name = f"ip-{ip.replace('.', '-')}.ec2.internal"
         provider_id = f"aws:///{zone}/i-0{hexid[:16]}"
     elif spec.provider == "gcp":

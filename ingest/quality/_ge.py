@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GeOutcome", "expectations", "validate_frame"]
+__all__ = ["GeOutcome", "expectations", "gx_module", "validate_frame"]
 
 _LOCK = threading.Lock()
 _STATE: dict[str, Any] = {}
@@ -34,6 +34,12 @@ def expectations() -> Any:
     """The ``great_expectations.expectations`` module (imported on first use)."""
     _context()
     return _STATE["gxe"]
+
+
+def gx_module() -> Any:
+    """The ``great_expectations`` package (imported on first use)."""
+    _context()
+    return _STATE["gx"]
 
 
 def _context() -> Any:

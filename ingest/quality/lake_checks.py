@@ -225,7 +225,9 @@ class RunsFinal(LakeCheck):
         frame = pd.DataFrame(records + unreadable, columns=["run_id", "status", "source", "cluster", "window"])
         outcome = self._validate(frame, _ge.expectations().ExpectColumnValuesToBeInSet(column="status", value_set=list(self.final)))
         if outcome.success:
-            return self._result(True, f"all {len(frame)} run records are final or in progress", frame, outcome)
+            quarantined = int((frame["status"] == "quarantined").sum())
+            note = f" ({quarantined} quarantined: see _quarantine/<run_id>/reason.json)" if quarantined else ""
+            return self._result(True, f"all {len(frame)} run records are final or in progress{note}", frame, outcome)
         bad = frame.iloc[outcome.unexpected_index_list]
         names = [f"{r.run_id} ({r.status}; {r.source} {r.cluster} {r.window})" for r in bad.head(_LIST_MAX).itertuples()]
         msg = f"_runs: {outcome.unexpected_count} run record(s) without a final status: {', '.join(names)}"

@@ -7,6 +7,7 @@ real bad data looks like (a utilisation ratio above 1, a negative wattage, a mad
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ingest.quality.checks import Check, InRange, InSet, NotNull, PairOrdered, QuantitiesInRange, UniqueKey
 from ingest.schema import TABLES
@@ -28,6 +29,22 @@ class TableSuite:
     @property
     def name(self) -> str:
         return f"landing.{self.table}"
+
+    def to_gx(self) -> Any:
+        """The suite as a GX ``ExpectationSuite`` (to print, export as JSON or run with GX alone).
+
+        Nested-quantity checks expect a derived column ``<column>_min`` (each row's smallest
+        quantity), which :meth:`Check.frame` computes; GX has no expectation over map values.
+        """
+        from ingest.quality import _ge
+
+        gxe = _ge.expectations()
+        suite = _ge.gx_module().ExpectationSuite(name=self.name)
+        for check in self.checks:
+            exp = check.expectation(gxe)
+            exp.meta = {"check": check.kind, "column": check.label}
+            suite.add_expectation(exp)
+        return suite
 
 
 def _suite(table: str, *extra: Check) -> TableSuite:

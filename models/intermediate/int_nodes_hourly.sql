@@ -18,7 +18,9 @@ snapshot_hours as (
 
 joined as (
     select
-        n.*,
+        n.cluster,
+        n.node,
+        n.snapshot_ts,
         h.hour,
         h.covered_s,
         h.is_first_in_hour
@@ -30,45 +32,59 @@ joined as (
     {%- endif %}
 ),
 
-final as (
+hourly as (
     select
         cluster,
         hour,
         node,
         sum(covered_s) / 3600.0 as covered_hours,
         bool_or(is_first_in_hour) as in_first_snapshot,
-        max(snapshot_ts) as last_snapshot_ts,
-        arg_max(node_uid, snapshot_ts) as node_uid,
-        arg_max(provider, snapshot_ts) as provider,
-        arg_max(provider_id, snapshot_ts) as provider_id,
-        arg_max(instance_type, snapshot_ts) as instance_type,
-        arg_max(region, snapshot_ts) as region,
-        arg_max(zone, snapshot_ts) as zone,
-        arg_max(capacity_type, snapshot_ts) as capacity_type,
-        arg_max(node_pool, snapshot_ts) as node_pool,
-        arg_max(unschedulable, snapshot_ts) as unschedulable,
-        arg_max(gpu_product, snapshot_ts) as gpu_product,
-        arg_max(gpu_memory_mib, snapshot_ts) as gpu_memory_mib,
-        arg_max(gpu_replicas, snapshot_ts) as gpu_replicas,
-        arg_max(mig_config, snapshot_ts) as mig_config,
-        arg_max(mig_strategy, snapshot_ts) as mig_strategy,
-        -- physical GPUs: the GFD count label, else the device-plugin capacity / replicas, else
-        -- other accelerators' capacity
-        arg_max(coalesce(
-            gpu_count,
-            cast(capacity['nvidia.com/gpu'] / greatest(coalesce(gpu_replicas, 1), 1) as integer),
-            {%- for r in var('other_accelerator_resources') %}
-            cast(capacity['{{ r }}'] as integer),
-            {%- endfor %}
-            0), snapshot_ts) as gpu_capacity,
-        arg_max(capacity['cpu'], snapshot_ts) as cpu_capacity,
-        arg_max(capacity['memory'] / 1073741824.0, snapshot_ts) as memory_capacity_gib,
-        arg_max(allocatable['cpu'], snapshot_ts) as cpu_allocatable,
-        arg_max(allocatable['memory'] / 1073741824.0, snapshot_ts) as memory_allocatable_gib,
-        arg_max(try_cast(annotations['{{ var("price_override_annotation") }}'] as double), snapshot_ts)
-            as price_override_usd_per_hour
+        max(snapshot_ts) as last_snapshot_ts
     from joined
     group by cluster, hour, node
+),
+
+final as (
+    -- attributes at the node's last snapshot in the hour (a join: cheaper than arg_max per column)
+    select
+        h.cluster,
+        h.hour,
+        h.node,
+        h.covered_hours,
+        h.in_first_snapshot,
+        h.last_snapshot_ts,
+        n.node_uid,
+        n.provider,
+        n.provider_id,
+        n.instance_type,
+        n.region,
+        n.zone,
+        n.capacity_type,
+        n.node_pool,
+        n.unschedulable,
+        n.gpu_product,
+        n.gpu_memory_mib,
+        n.gpu_replicas,
+        n.mig_config,
+        n.mig_strategy,
+        -- physical GPUs: the GFD count label, else the device-plugin capacity / replicas, else
+        -- other accelerators' capacity
+        coalesce(
+            n.gpu_count,
+            cast(n.capacity['nvidia.com/gpu'] / greatest(coalesce(n.gpu_replicas, 1), 1) as integer),
+            {%- for r in var('other_accelerator_resources') %}
+            cast(n.capacity['{{ r }}'] as integer),
+            {%- endfor %}
+            0) as gpu_capacity,
+        n.capacity['cpu'] as cpu_capacity,
+        n.capacity['memory'] / 1073741824.0 as memory_capacity_gib,
+        n.allocatable['cpu'] as cpu_allocatable,
+        n.allocatable['memory'] / 1073741824.0 as memory_allocatable_gib,
+        try_cast(n.annotations['{{ var("price_override_annotation") }}'] as double) as price_override_usd_per_hour
+    from hourly as h
+    inner join nodes as n
+        on h.cluster = n.cluster and h.node = n.node and h.last_snapshot_ts = n.snapshot_ts
+    qualify row_number() over (partition by h.cluster, h.hour, h.node order by n.node_uid) = 1
 )
 
 select * from final

@@ -13,25 +13,35 @@ with pods as (
     {%- endif %}
 ),
 
-latest as (
-    select
-        cluster,
-        pod_uid,
-        arg_max(namespace, snapshot_ts) as namespace,
-        arg_max(pod, snapshot_ts) as pod,
-        arg_max(qos_class, snapshot_ts) as qos_class,
-        arg_max(priority, snapshot_ts) as priority,
-        arg_max(priority_class, snapshot_ts) as priority_class,
-        arg_max(owner_kind, snapshot_ts) as owner_kind,
-        arg_max(owner_name, snapshot_ts) as owner_name,
-        arg_max(labels, snapshot_ts) as labels,
-        arg_max(annotations, snapshot_ts) as annotations,
-        arg_max(containers, snapshot_ts) as containers,
-        arg_max(init_containers, snapshot_ts) as init_containers,
-        arg_max(node_selector, snapshot_ts) as node_selector,
-        max(snapshot_ts) as last_seen
+last_snapshot as (
+    select cluster, pod_uid, max(snapshot_ts) as last_seen
     from pods
     group by cluster, pod_uid
+),
+
+latest as (
+    -- the pod's row at its last snapshot, found by a lean GROUP BY and a join: an arg_max over
+    -- the nested columns of every snapshot costs ten times more
+    select
+        p.cluster,
+        p.pod_uid,
+        p.namespace,
+        p.pod,
+        p.qos_class,
+        p.priority,
+        p.priority_class,
+        p.owner_kind,
+        p.owner_name,
+        p.labels,
+        p.annotations,
+        p.containers,
+        p.init_containers,
+        p.node_selector,
+        l.last_seen
+    from pods as p
+    inner join last_snapshot as l
+        on p.cluster = l.cluster and p.pod_uid = l.pod_uid and p.snapshot_ts = l.last_seen
+    qualify row_number() over (partition by p.cluster, p.pod_uid order by p.namespace, p.pod) = 1
 ),
 
 containers_flat as (
