@@ -8,9 +8,9 @@ the exit status. Each source writes through the lake writer, so a re-run is idem
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Callable
 
 from gpufinops.errors import ConfigError, GpufinopsError
 from gpufinops.settings import Settings, SourceConfig
@@ -40,7 +40,7 @@ def _k8s(settings: Settings, src: SourceConfig) -> str:
     from ingest.lake import LakeWriter
 
     k8s = K8sSettings.load(settings.config, kubeconfig=src.kubeconfig, context=src.context)
-    snap, record = ingest_once(LakeWriter(settings.lake_dir), _need(src, "cluster"), k8s)
+    snap, record = ingest_once(LakeWriter(settings.lake_dir, quality=settings.dq_on_failure), _need(src, "cluster"), k8s)
     return f"snapshot rows {record.rows}"
 
 
@@ -60,7 +60,8 @@ def _prometheus(source: str) -> Callable[[Settings, SourceConfig], str]:
         start = None if read_watermark(settings.lake_dir, cluster, source) else end - timedelta(seconds=src.lookback_s)
         token = settings.prometheus_token.get_secret_value() if settings.prometheus_token else None
         with PromClient(url, token=token) as client:
-            summary = ingest_range(client, settings.lake_dir, source, cluster, start, end, step_s=src.step_s)
+            summary = ingest_range(client, settings.lake_dir, source, cluster, start, end, step_s=src.step_s,
+                                   quality=settings.dq_on_failure)
         d = summary.as_dict()
         return f"{d.get('rows', 0)} rows in {d.get('windows', 0)} window(s)"
 
@@ -68,16 +69,20 @@ def _prometheus(source: str) -> Callable[[Settings, SourceConfig], str]:
 
 
 def _prices(settings: Settings, src: SourceConfig) -> str:
+    from ingest.lake import LakeWriter
     from ingest.prices.land import ingest_price_file
 
-    result = ingest_price_file(settings.lake_dir, _need(src, "file"), _need(src, "format"))
+    result = ingest_price_file(settings.lake_dir, _need(src, "file"), _need(src, "format"),
+                               writer=LakeWriter(settings.lake_dir, quality=settings.dq_on_failure))
     return f"{sum(r.rows for r in result.runs)} price rows"
 
 
 def _billing(settings: Settings, src: SourceConfig) -> str:
     from ingest.focus.land import ingest_focus_files
+    from ingest.lake import LakeWriter
 
-    result = ingest_focus_files(settings.lake_dir, [_need(src, "file")])
+    result = ingest_focus_files(settings.lake_dir, [_need(src, "file")],
+                                writer=LakeWriter(settings.lake_dir, quality=settings.dq_on_failure))
     return f"{len(result.files)} FOCUS file(s)"
 
 

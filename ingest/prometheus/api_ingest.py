@@ -111,6 +111,7 @@ def ingest_range(
     loaders: list[MetricLoader] | None = None,
     on_window: Callable[[Window, int], None] | None = None,
     concurrency: int = 2,
+    quality: str = "fail",
 ) -> IngestSummary:
     """Fetch ``[start, end)`` window by window; each window commits one lake run, then the watermark.
 
@@ -125,7 +126,7 @@ def ingest_range(
     if begin >= end:
         _log.info("%s/%s: nothing to do, start %s is not before end %s", cluster, source, begin, end)
         return summary
-    writer = LakeWriter(lake_root)
+    writer = LakeWriter(lake_root, quality=quality)
     requests_before, retries_before = client.log.count, client.log.retries
     for window in time_windows(begin, end, step_s, limits):
         with writer.run(source, cluster, window.start, window.end) as run:

@@ -53,7 +53,8 @@ class FileIngestSummary:
         }
 
 
-def ingest_exposition_file(path: Path, lake_root: Path, cluster: str, *, at: datetime | None = None) -> FileIngestSummary:
+def ingest_exposition_file(path: Path, lake_root: Path, cluster: str, *, at: datetime | None = None,
+                           quality: str = "fail") -> FileIngestSummary:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"exposition file {path} does not exist")
@@ -90,7 +91,7 @@ def ingest_exposition_file(path: Path, lake_root: Path, cluster: str, *, at: dat
     start = datetime.fromtimestamp(math.floor(lo), tz=UTC)
     end = datetime.fromtimestamp(math.floor(hi), tz=UTC) + timedelta(seconds=1)
     summary.window_start, summary.window_end = start, end
-    with LakeWriter(lake_root).run(FILE_SOURCE, cluster, start, end) as run:
+    with LakeWriter(lake_root, quality=quality).run(FILE_SOURCE, cluster, start, end) as run:
         run.add(spec.table, table, where=str(path))
     summary.run_id = run.run_id
     return summary
