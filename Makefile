@@ -30,7 +30,7 @@ demo: install system-deps
 	$(GF) ingest billing --demo-bill $(HOME_DIR)/demo-focus-bill.csv
 	$(GF) build
 	$(GF) recommend --top 10
-	$(GF) serve dashboard --port $(PORT)
+	$(GF) serve dashboard --demo --port $(PORT)
 
 test: install system-deps
 	$(BIN)/python -m pytest -q
