@@ -32,16 +32,19 @@ def bench_scale(scale: str, spec: dict[str, int]) -> list[StageResult]:
     home = Path(os.environ.get("BENCH_HOME", "/tmp/gpufinops-bench")) / scale
     results: list[StageResult] = []
     nodes, days = spec["nodes"], spec["days"]
-    gen_args = ["demo", "--nodes", str(nodes), "--gpus-per-node", "8", "--days", str(days),
-                "--k8s-interval", "300", "--hold-last-hour"]
+    gen_args = ["demo", "--nodes", str(nodes), "--fleet", "bench", "--days", str(days),
+                "--k8s-interval", "300", "--hold-back-hours", "1"]
     if not os.environ.get("BENCH_REUSE"):
         subprocess.run(["rm", "-rf", str(home)], check=True)
         results.append(run_stage("demo generation", scale, _cli(home, *gen_args),
                                  detail=f"{nodes} nodes × 8 GPUs × {days} d, DCGM 60 s, k8s snapshots 300 s"))
     results.append(run_stage("full build", scale, _cli(home, "build", "--full"), detail="dbt seed + build + tests"))
-    results.append(run_stage("ingest last hour", scale, _cli(home, *gen_args, "--only-last-hour"),
+    results.append(run_stage("ingest last hour", scale, _cli(home, *gen_args, "--tail-only"),
                              detail="the held-back final hour lands in the lake"))
     results.append(run_stage("incremental hour", scale, _cli(home, "build"), detail="dbt build, incremental"))
+    results.append(run_stage("recommender", scale, _cli(home, "recommend", "--dry-run"),
+                             detail="every strategy over the warehouse and lake, nothing written"))
+    results.append(_page_times(home, scale))
     for name in HEAVY_QUERIES:
         proc = subprocess.run([sys.executable, "-m", "bench.query_stage", str(home / "warehouse.duckdb"), name],
                               capture_output=True, text=True)
@@ -51,6 +54,30 @@ def bench_scale(scale: str, spec: dict[str, int]) -> list[StageResult]:
         else:
             results.append(StageResult(f"query {name}", scale, 0, 0, False, proc.stderr[-300:]))
     return results
+
+
+def _page_times(home: Path, scale: str) -> StageResult:
+    code = ("import json,sys; from dashboards.perf import time_pages; from gpufinops.settings import Settings; "
+            "s=Settings(); print(json.dumps(time_pages(sys.argv[1], tuple(s.cost.shared_namespaces))))")
+    proc = subprocess.run([sys.executable, "-c", code, str(home / "warehouse.duckdb")], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return StageResult("dashboard page queries", scale, 0, 0, False, proc.stderr[-300:])
+    pages = json.loads(proc.stdout.strip().splitlines()[-1])
+    worst = max(pages.values())
+    return StageResult("dashboard page queries", scale, round(worst, 3), 0, True,
+                       "median of 5, all queries of a page, no cache: " + ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in pages.items()))
+
+
+def _extras() -> list[StageResult]:
+    """Benchmarks that do not depend on a scale: PromQL vs warehouse, openb consolidation."""
+    out = []
+    code_prom = "import json; from dataclasses import asdict; from bench.promql_vs_warehouse import main; f=main(); print(json.dumps(asdict(f), default=str))"
+    out.append(run_stage("PromQL vs warehouse", "200 GPUs × 7 d", [sys.executable, "-c", code_prom],
+                         detail="see bench/out/promql_vs_warehouse.md"))
+    code_cons = "import json; from bench.consolidation_openb import main; r=main(); print(json.dumps(r, default=str)); open('bench/out/consolidation_openb.json','w').write(json.dumps(r, default=str, indent=2))"
+    out.append(run_stage("consolidation, openb 1,213 nodes", "openb", [sys.executable, "-c", code_cons],
+                         detail="see bench/out/consolidation_openb.json"))
+    return out
 
 
 def _markdown(results: list[StageResult]) -> str:
@@ -63,10 +90,13 @@ def _markdown(results: list[StageResult]) -> str:
 
 def main() -> None:
     OUT.mkdir(exist_ok=True)
-    scales = os.environ.get("BENCH_SCALES", "small,large").split(",")
+    scales = os.environ.get("BENCH_SCALES", "small,large,extras").split(",")
     results: list[StageResult] = []
     for scale in scales:
-        results += bench_scale(scale, SCALES[scale])
+        if scale == "extras":
+            results += _extras()
+        else:
+            results += bench_scale(scale, SCALES[scale])
         (OUT / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
         (OUT / "results.md").write_text(_markdown(results) + "\n")
     print(_markdown(results))

@@ -338,8 +338,12 @@ class LakeRun:
         data = data.append_column(pa.field("ingested_at", TS, nullable=False), pa.repeat(pa.scalar(self.ingested_at, TS), n))
         # Casting to date32 is ~40x cheaper than formatting every timestamp as text.
         days = pc.cast(pc.cast(data.column(table.time_column), pa.timestamp("us")), pa.date32())
-        for day in pc.unique(days).to_pylist():
-            part = data.filter(pc.equal(days, day)) if day is not None else data.filter(pc.is_null(days))
+        uniq = pc.unique(days).to_pylist()
+        for day in uniq:
+            if len(uniq) == 1:
+                part = data  # the common case: one batch, one day; skip the copy
+            else:
+                part = data.filter(pc.equal(days, day)) if day is not None else data.filter(pc.is_null(days))
             self._stage_part(table, day.isoformat() if day is not None else "None", part)
         self.rows[table.name] += n
         return n

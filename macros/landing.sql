@@ -61,7 +61,8 @@
 
 
 {% macro lake_files(table, since_day=none) -%}
-  {#- The table's Parquet files, optionally only the day= partitions at/after since_day. -#}
+  {#- The table's Parquet files, optionally only the day= partitions at/after since_day: one day
+      for all clusters, or a mapping cluster -> day (clusters not in it: every day). -#}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set root = var('lake_root') | string -%}
   {%- set pattern = root.rstrip('/') ~ '/' ~ table ~ '/cluster=*/day=*/*.parquet' -%}
@@ -69,7 +70,13 @@
   {%- set files = [] -%}
   {%- for f in res.columns[0].values() -%}
     {%- set day = (f.split('/day=')[-1])[:10] -%}
-    {%- if since_day is none or day >= since_day -%}{%- do files.append(f) -%}{%- endif -%}
+    {%- set cluster = (f.split('/cluster=')[-1]).split('/')[0] -%}
+    {%- if since_day is mapping -%}
+      {%- set floor = since_day.get(cluster) -%}
+    {%- else -%}
+      {%- set floor = since_day -%}
+    {%- endif -%}
+    {%- if floor is none or day >= floor -%}{%- do files.append(f) -%}{%- endif -%}
   {%- endfor -%}
   {{ return(files) }}
 {%- endmacro %}
@@ -106,10 +113,25 @@
 {%- endmacro %}
 
 
-{% macro incremental_cutoff_sql(time_column='hour') -%}
-  {#- SQL for the first hour an incremental run rebuilds: newest hour in the target minus the lookback. -#}
-  (select coalesce(max({{ time_column }}), cast('1970-01-01 00:00:00' as timestamp))
-          - {{ hours_interval(var('incremental_lookback_hours')) }} from {{ this }})
+{% macro incremental_cutoff_sql(time_column='hour', cluster='src.cluster') -%}
+  {#- SQL for the first hour an incremental run rebuilds for the row's cluster: that cluster's newest
+      hour in the target minus the lookback. Per cluster, so a cluster whose data lands later than
+      another's (or a new cluster: all of its history) is never skipped. In a real run the
+      watermarks are read once and inlined (a correlated subquery would make DuckDB materialise the
+      scanned rows); unit tests (prune_partitions off) read them from the mocked `this`. -#}
+  {%- set floor = "cast('1970-01-01 00:00:00' as timestamp)" -%}
+  {%- set lookback = hours_interval(var('incremental_lookback_hours')) -%}
+  {%- if var('prune_partitions') and execute -%}
+    {%- set res = run_query("select cluster, cast(max(" ~ time_column ~ ") as varchar) from " ~ this ~ " group by cluster") -%}
+    (case
+      {%- for row in res.rows %}
+      when {{ cluster }} = '{{ row[0] | replace("'", "''") }}' then cast('{{ row[1] }}' as timestamp) - {{ lookback }}
+      {%- endfor %}
+      else {{ floor }} end)
+  {%- else -%}
+    (coalesce((select max(t.{{ time_column }}) from {{ this }} as t where t.cluster = {{ cluster }}), {{ floor }})
+     - {{ lookback }})
+  {%- endif -%}
 {%- endmacro %}
 
 
@@ -120,19 +142,15 @@
 
 {% macro landing_input(stg_model, table, time_column='hour') -%}
   {#- The staging model, or in a real incremental run the same staging SQL over only the day=
-      partitions the run needs (so one new hour does not rescan the month). Unit tests and full
-      builds read the staging model itself. -#}
+      partitions the run needs, per cluster (so one new hour does not rescan the month). Unit tests
+      and full builds read the staging model itself. -#}
   {%- if is_incremental() and var('prune_partitions') and execute -%}
-    {%- set res = run_query("select cast(max(" ~ time_column ~ ") as varchar) from " ~ this) -%}
-    {%- set newest = res.columns[0].values()[0] -%}
-    {%- if newest is none -%}
-      {{ ref(stg_model) }}
-    {%- else -%}
-      {%- set margin_h = var('incremental_lookback_hours') + 1 + (var('snapshot_interval_s') * var('coverage_cap_factor')) / 3600 -%}
-      {%- set q = "select strftime(cast('" ~ newest ~ "' as timestamp with time zone) at time zone 'UTC' - to_microseconds(cast(" ~ (margin_h * 3600000000) | int ~ " as bigint)), '%Y-%m-%d')" -%}
-      {%- set since_day = run_query(q).columns[0].values()[0] -%}
-      ({{ staging_select(table, lake_scan(table, since_day)) }})
-    {%- endif -%}
+    {%- set margin_us = ((var('incremental_lookback_hours') + 1) * 3600 + var('snapshot_interval_s') * var('coverage_cap_factor')) * 1000000 -%}
+    {%- set res = run_query("select cluster, strftime(max(" ~ time_column ~ ") - to_microseconds(cast(" ~ (margin_us | int) ~
+                            " as bigint)), '%Y-%m-%d') from " ~ this ~ " group by cluster") -%}
+    {%- set since = {} -%}
+    {%- for row in res.rows -%}{%- do since.update({row[0]: row[1]}) -%}{%- endfor -%}
+    ({{ staging_select(table, lake_scan(table, since)) }})
   {%- else -%}
     {{ ref(stg_model) }}
   {%- endif -%}

@@ -57,3 +57,14 @@
     {{ exceptions.raise_compiler_error("staging_select: unknown landing table '" ~ table ~ "'") }}
   {%- endif -%}
 {%- endmacro %}
+
+
+{% macro not_materialized() -%}
+  {#- Hint for a CTE over a landing scan that a model reads twice: DuckDB would otherwise
+      materialise it (every snapshot row with its nested columns, GBs) instead of scanning twice. -#}
+  {{ return(adapter.dispatch('not_materialized', 'gpufinops')()) }}
+{%- endmacro %}
+
+{% macro default__not_materialized() -%}{%- endmacro %}
+
+{% macro duckdb__not_materialized() -%}not materialized{%- endmacro %}

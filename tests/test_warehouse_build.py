@@ -147,12 +147,12 @@ def test_conservation_and_showback_total(full_build):
             using (cluster, hour)"""):
         assert pods + unalloc - over == pytest.approx(node, rel=1e-9), (cluster, hour)
     day = _q(settings, """select sum(chargeback_usd), sum(shared_cost_usd), sum(unallocated_share_usd)
-                           from fct_showback_daily where day = '2026-11-02'""")[0]
-    node_cost = _q(settings, "select sum(node_cost_usd) from fct_node_hourly where hour < ?", [H12])[0][0]
+                           from fct_showback_daily where day = '2026-11-02' and cluster = 'c1'""")[0]
+    node_cost = _q(settings, "select sum(node_cost_usd) from fct_node_hourly where cluster = 'c1' and hour < ?", [H12])[0][0]
     assert node_cost == pytest.approx(44.4)
     # + fixed overhead $0.10/h over the cluster's 2 covered hours (3 after the incremental hour)
-    hours = _q(settings, "select sum(covered_s) / 3600 from int_snapshot_hours")[0][0]
-    total = _q(settings, "select sum(node_cost_usd) from fct_node_hourly")[0][0]
+    hours = _q(settings, "select sum(covered_s) / 3600 from int_snapshot_hours where cluster = 'c1'")[0][0]
+    total = _q(settings, "select sum(node_cost_usd) from fct_node_hourly where cluster = 'c1'")[0][0]
     assert day[0] == pytest.approx(total + 0.10 * hours, rel=1e-9)
     assert day[1] == pytest.approx(0.0, abs=1e-9) and day[2] == pytest.approx(0.0, abs=1e-9)
 
@@ -217,6 +217,8 @@ def incremental_build(full_build):
     extra = [(lake._pod("ml", f"over-{i}", "ts", {"cpu": 1.0, "memory": 1.0 * lake.GIB, "nvidia.com/gpu": 1.0}), 2)
              for i in range(3)]
     lake.write_small_lake(settings.lake_dir, start=lake.T0 + timedelta(hours=2), hours=1, extra_pods=extra)
+    # a second cluster whose data lands late: a day older than c1's newest hour
+    lake.write_small_lake(settings.lake_dir, start=lake.T0 - timedelta(days=1), hours=1, cluster="c2")
     out = CliRunner().invoke(app, ["--home", str(settings.home), "build"])
     return settings, out, before
 
@@ -227,9 +229,9 @@ def test_incremental_build_adds_the_new_hour_only(incremental_build):
     assert "Top tenants" in out.output and "idle-allocated" in out.output
     con = duckdb.connect(str(settings.warehouse_path), read_only=True)
     try:
-        old_alloc = con.sql(f"select * from fct_gpu_allocation_hourly where hour < '{H12}' order by hour, pod").fetchall()
-        old_nodes = con.sql(f"select * from fct_node_hourly where hour < '{H12}' order by hour, node").fetchall()
-        new_pods = con.execute(f"select count(*), sum(unmeasured_gpu_hours) from fct_gpu_allocation_hourly where hour = '{H12}'").fetchone()
+        old_alloc = con.sql(f"select * from fct_gpu_allocation_hourly where cluster = 'c1' and hour < '{H12}' order by hour, pod").fetchall()
+        old_nodes = con.sql(f"select * from fct_node_hourly where cluster = 'c1' and hour < '{H12}' order by hour, node").fetchall()
+        new_pods = con.execute(f"select count(*), sum(unmeasured_gpu_hours) from fct_gpu_allocation_hourly where cluster = 'c1' and hour = '{H12}'").fetchone()
     finally:
         con.close()
     assert len(old_alloc) == len(before["alloc"]) and len(old_nodes) == len(before["nodes"])
@@ -240,17 +242,25 @@ def test_incremental_build_adds_the_new_hour_only(incremental_build):
     assert new_pods[0] == 11 and new_pods[1] > 0
 
 
+def test_a_late_cluster_is_not_skipped_by_the_incremental_build(incremental_build):
+    settings, out, _ = incremental_build
+    assert out.exit_code == 0
+    rows = _q(settings, "select min(hour)::varchar, count(distinct node), sum(node_cost_usd) from fct_node_hourly where cluster = 'c2'")
+    # one hour of the five nodes: 9 + 3.6 + 2 + 7.6 + 0
+    assert rows == [("2026-11-01 10:00:00", 5, pytest.approx(22.2))]
+
+
 def test_overallocation_is_flagged_and_cost_still_conserved(incremental_build):
     settings, out, _ = incremental_build
     assert out.exit_code == 0
-    rows = _q(settings, "select hour, node, overallocated_gpu_hours, overcommit_gpu_cost_usd, issue from dq_overallocation")
+    rows = _q(settings, "select hour, node, overallocated_gpu_hours, overcommit_gpu_cost_usd, issue from dq_overallocation where cluster = 'c1'")
     assert len(rows) == 1
     hour, node, over_h, over_usd, issue = rows[0]
     # five 0.25-GPU pods on one physical GPU for 1 h: 0.25 GPU-h over; GPU part billed $1.25 of $1
     assert (str(hour), node, issue) == (H12, "ts", "gpu_overallocated")
     assert over_h == pytest.approx(0.25) and over_usd == pytest.approx(0.25)
     (pods, unalloc, over, node_cost) = _q(settings, f"""
-        select (select sum(total_cost_usd) from fct_gpu_allocation_hourly where hour = '{H12}'),
+        select (select sum(total_cost_usd) from fct_gpu_allocation_hourly where cluster = 'c1' and hour = '{H12}'),
                sum(unallocated_cost_usd), sum(overcommit_cost_usd), sum(node_cost_usd)
-        from fct_node_hourly where hour = '{H12}'""")[0]
+        from fct_node_hourly where cluster = 'c1' and hour = '{H12}'""")[0]
     assert math.isclose(pods + unalloc - over, node_cost, rel_tol=1e-9)

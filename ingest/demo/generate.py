@@ -48,6 +48,10 @@ class DemoOptions:
     dcgm_interval_s: int = 60
     gpus_per_node: int | None = None  # e.g. 8: every node an 8-GPU node (the bench fleet)
     target_allocation: float = 0.72
+    # The bench's incremental step: the full run holds back the window's last N hours, and a
+    # second run with ``tail_only`` lands just them (as a live ingest would, an hour later).
+    hold_back_hours: int = 0
+    tail_only: bool = False
     workers: int = 1  # processes; clusters are generated in parallel
     data_dir: Path = field(default_factory=default_data_dir)
     price_card: Path = field(default_factory=default_price_card_path)
@@ -62,6 +66,10 @@ class DemoOptions:
         for name, v in (("--snapshot-interval", self.snapshot_interval_s), ("--dcgm-interval", self.dcgm_interval_s)):
             if v < 60 or v % 60 or 86400 % v:
                 raise InputError(f"{name} must be a whole number of minutes dividing a day, got {v}s")
+        if not 0 <= self.hold_back_hours < 24:
+            raise InputError(f"--hold-back-hours must be in [0, 24), got {self.hold_back_hours}")
+        if self.tail_only and not self.hold_back_hours:
+            raise InputError("--tail-only needs --hold-back-hours N (the tail it lands)")
         if not 0.1 <= self.target_allocation <= 0.95:
             raise InputError(f"--target-allocation must be in [0.1, 0.95], got {self.target_allocation}")
         for f in ("openb/openb_node_list_gpu_node.csv", "openb/openb_pod_list_default.csv",
@@ -89,7 +97,17 @@ class DemoSummary:
 
 def plan_days(opts: DemoOptions, fleet: Fleet) -> list[tuple[str, datetime, datetime]]:
     s, e = opts.window
-    return [(c.name, s + timedelta(days=d), min(e, s + timedelta(days=d + 1))) for c in fleet.clusters for d in range(opts.days)]
+    out: list[tuple[str, datetime, datetime]] = []
+    for c in fleet.clusters:
+        runs = [(c.name, s + timedelta(days=d), min(e, s + timedelta(days=d + 1))) for d in range(opts.days)]
+        if opts.hold_back_hours:
+            cut = e - timedelta(hours=opts.hold_back_hours)
+            runs[-1] = (c.name, runs[-1][1], cut)
+            tail = (c.name, cut, e)
+            if opts.tail_only:
+                runs = [tail]
+        out += runs
+    return out
 
 
 def _clear_stale(writer: LakeWriter, planned: set[tuple[str, str, str]]) -> None:
@@ -188,20 +206,22 @@ def generate_demo(
         window_start=w0.timestamp(), window_end=w1.timestamp(), seed=opts.seed, gpus_per_node=opts.gpus_per_node,
     )
     days = plan_days(opts, fleet)
-    _clear_stale(writer, {(c, a.isoformat(), b.isoformat()) for c, a, b in days})
+    runs_per_cluster = len(days) // len(fleet.clusters)
+    if not opts.tail_only:
+        _clear_stale(writer, {(c, a.isoformat(), b.isoformat()) for c, a, b in days})
     if on_start:
         on_start(len(days))
     names = [c.name for c in fleet.clusters]
     workers = max(1, opts.workers)
     results: list[_ClusterResult] = []
     if workers == 1:
-        results = [_generate_cluster(lake_dir, opts, fleet, c, list(range(opts.days)), on_step) for c in names]
+        results = [_generate_cluster(lake_dir, opts, fleet, c, list(range(runs_per_cluster)), on_step) for c in names]
         for r in results:
             rows.update(r.rows)
     else:
         # Each cluster is cut into `workers` day blocks (its pods and schedule are rebuilt per
         # block); the pool hands blocks out in order, so the heavier first cluster starts first.
-        tasks = [(c, b) for c in names for b in _blocks(opts.days, workers)]
+        tasks = [(c, b) for c in names for b in _blocks(runs_per_cluster, workers)]
         ctx = mp.get_context("spawn")  # no fork of a process that holds Arrow's thread pools
         with ctx.Manager() as manager, ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             queue = manager.Queue()

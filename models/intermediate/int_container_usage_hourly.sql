@@ -5,9 +5,9 @@
 
 with usage as (
     select cluster, ts, namespace, pod, container, cpu_cores, memory_working_set_bytes
-    from {{ landing_input('stg_usage__container_usage', 'container_usage') }}
+    from {{ landing_input('stg_usage__container_usage', 'container_usage') }} as src
     {%- if is_incremental() %}
-    where ts >= {{ incremental_cutoff_sql() }}
+    where src.ts >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
     {%- endif %}
 ),
 

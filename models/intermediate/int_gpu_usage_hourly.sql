@@ -6,9 +6,9 @@
 
 with samples as (
     select cluster, ts, hostname, gpu, uuid, mig_profile, mig_instance, namespace, pod, utilization
-    from {{ landing_input('stg_dcgm__gpu_samples', 'gpu_samples') }}
+    from {{ landing_input('stg_dcgm__gpu_samples', 'gpu_samples') }} as src
     {%- if is_incremental() %}
-    where ts >= {{ incremental_cutoff_sql() }}
+    where src.ts >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
     {%- endif %}
 ),
 

@@ -4,11 +4,11 @@
 -- the node's attributes as of its last snapshot in the hour.
 {%- set cap_h = var('snapshot_interval_s') * var('coverage_cap_factor') / 3600 %}
 
-with nodes as (
-    select * from {{ landing_input('stg_k8s__nodes', 'k8s_nodes') }}
+with nodes as {{ not_materialized() }} (
+    select * from {{ landing_input('stg_k8s__nodes', 'k8s_nodes') }} as src
     {%- if is_incremental() %}
     -- a snapshot up to one cap before the first rebuilt hour can still cover into it
-    where snapshot_ts >= {{ incremental_cutoff_sql() }} - {{ hours_interval(cap_h) }}
+    where src.snapshot_ts >= {{ incremental_cutoff_sql('hour', 'src.cluster') }} - {{ hours_interval(cap_h) }}
     {%- endif %}
 ),
 
@@ -28,7 +28,7 @@ joined as (
     inner join snapshot_hours as h
         on n.cluster = h.cluster and n.snapshot_ts = h.snapshot_ts
     {%- if is_incremental() %}
-    where h.hour >= {{ incremental_cutoff_sql() }}
+    where h.hour >= {{ incremental_cutoff_sql('hour', 'h.cluster') }}
     {%- endif %}
 ),
 

@@ -6,10 +6,10 @@
 -- attribution, tier and GPU-equivalent formulas read. A pod's requests are immutable in practice,
 -- so this is computed once per pod instead of once per snapshot.
 
-with pods as (
-    select * from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'last_seen') }}
+with pods as {{ not_materialized() }} (
+    select * from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'last_seen') }} as src
     {%- if is_incremental() %}
-    where snapshot_ts >= {{ incremental_cutoff_sql('last_seen') }}
+    where src.snapshot_ts >= {{ incremental_cutoff_sql('last_seen', 'src.cluster') }}
     {%- endif %}
 ),
 

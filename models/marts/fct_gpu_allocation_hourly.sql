@@ -3,9 +3,9 @@
 -- GPU-hours allocated / utilised / idle / measured / unmeasured and the pod's cost, attributed.
 
 with costs as (
-    select * from {{ ref('int_pod_costs_hourly') }}
+    select * from {{ ref('int_pod_costs_hourly') }} as src
     {%- if is_incremental() %}
-    where hour >= {{ incremental_cutoff_sql() }}
+    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
     {%- endif %}
 ),
 

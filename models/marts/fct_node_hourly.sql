@@ -6,9 +6,9 @@
 --   Σ pod total cost + unallocated_cost_usd − overcommit_cost_usd = node_cost_usd.
 
 with nodes as (
-    select * from {{ ref('int_node_costs_hourly') }}
+    select * from {{ ref('int_node_costs_hourly') }} as src
     {%- if is_incremental() %}
-    where hour >= {{ incremental_cutoff_sql() }}
+    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
     {%- endif %}
 ),
 
@@ -25,9 +25,9 @@ pods as (
         sum(memory_cost_usd) as pod_memory_cost_usd,
         sum(total_cost_usd) as pod_total_cost_usd,
         count(*) as pods
-    from {{ ref('fct_gpu_allocation_hourly') }}
+    from {{ ref('fct_gpu_allocation_hourly') }} as src
     {%- if is_incremental() %}
-    where hour >= {{ incremental_cutoff_sql() }}
+    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
     {%- endif %}
     group by cluster, hour, node
 ),
