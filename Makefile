@@ -39,8 +39,8 @@ bench: install
 	$(BIN)/python -m bench.run
 
 lint: install
-	$(BIN)/ruff check gpufinops cli ingest bench tests
-	$(BIN)/mypy gpufinops ingest cli
+	$(BIN)/ruff check gpufinops cli ingest transform recommender dashboards reports bench tests
+	$(BIN)/mypy gpufinops ingest transform recommender dashboards reports cli
 
 clean:
 	rm -rf $(HOME_DIR) target dbt_packages logs

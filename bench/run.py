@@ -34,10 +34,18 @@ def bench_scale(scale: str, spec: dict[str, int]) -> list[StageResult]:
     nodes, days = spec["nodes"], spec["days"]
     gen_args = ["demo", "--nodes", str(nodes), "--fleet", "bench", "--days", str(days),
                 "--k8s-interval", "300", "--hold-back-hours", "1"]
-    if not os.environ.get("BENCH_REUSE"):
+    gen_file = OUT / f"generation_{scale}.json"
+    if os.environ.get("BENCH_REUSE") and gen_file.exists():
+        # Reuse the lake (and the measurement) of an earlier generation at this scale.
+        results.append(StageResult(**json.loads(gen_file.read_text())))
+    else:
         subprocess.run(["rm", "-rf", str(home)], check=True)
-        results.append(run_stage("demo generation", scale, _cli(home, *gen_args),
-                                 detail=f"{nodes} nodes × 8 GPUs × {days} d, DCGM 60 s, k8s snapshots 300 s"))
+        gen = run_stage("demo generation", scale, _cli(home, *gen_args),
+                        detail=f"{nodes} nodes × 8 GPUs × {days} d, DCGM 60 s, k8s snapshots 300 s")
+        gen_file.write_text(json.dumps(asdict(gen)))
+        results.append(gen)
+        if os.environ.get("BENCH_GENERATE_ONLY"):
+            return results
     results.append(run_stage("full build", scale, _cli(home, "build", "--full"), detail="dbt seed + build + tests"))
     results.append(run_stage("ingest last hour", scale, _cli(home, *gen_args, "--tail-only"),
                              detail="the held-back final hour lands in the lake"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -23,8 +22,8 @@ app = typer.Typer(
 @app.callback()
 def _root(
     ctx: typer.Context,
-    home: Optional[Path] = typer.Option(None, "--home", envvar="GPUFINOPS_HOME", help="Folder of the lake, warehouse and app DB [default: ./var]."),
-    config: Optional[Path] = typer.Option(None, "--config", envvar="GPUFINOPS_CONFIG", help="YAML settings file."),
+    home: Path | None = typer.Option(None, "--home", envvar="GPUFINOPS_HOME", help="Folder of the lake, warehouse and app DB [default: ./var]."),
+    config: Path | None = typer.Option(None, "--config", envvar="GPUFINOPS_CONFIG", help="YAML settings file."),
 ) -> None:
     try:
         ctx.obj = load_settings(home=home, config=config)

@@ -39,7 +39,12 @@ class ClusterLayout:
 
     @classmethod
     def of(cls, nodes: list[Node]) -> ClusterLayout:
-        dev_node, dev_index, inst_node, inst_dev, inst_prof, inst_gi = [], [], [], [], [], []
+        dev_node: list[int] = []
+        dev_index: list[int] = []
+        inst_node: list[int] = []
+        inst_dev: list[int] = []
+        inst_prof: list[int] = []
+        inst_gi: list[int] = []
         for i, n in enumerate(nodes):
             base = len(dev_node)
             for g in range(n.gpu_count):

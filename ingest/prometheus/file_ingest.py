@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class FileIngestSummary:
 
 
 def ingest_exposition_file(path: Path, lake_root: Path, cluster: str, *, at: datetime | None = None,
-                           quality: str = "fail") -> FileIngestSummary:
+                           quality: Literal["fail", "quarantine"] = "fail") -> FileIngestSummary:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"exposition file {path} does not exist")
