@@ -22,6 +22,7 @@ __all__ = [
     "fragmentation_report",
     "task_distribution",
     "device_free_fractions",
+    "place_fractions",
 ]
 
 _EPS = 1e-9
@@ -87,15 +88,21 @@ def task_distribution(shapes: Iterable[TaskShape], cutoff: float = 0.95) -> tupl
     return [k for k, _ in kept], [n / s for _, n in kept]
 
 
+def place_fractions(free: np.ndarray, fractions: Sequence[float]) -> None:
+    """Best-fit decreasing of fractional requests onto devices, in place. A request that fits
+    nowhere (an over-allocated node, flagged by the warehouse) is charged to the freest device."""
+    for f in sorted(fractions, reverse=True):
+        ok = np.where(free >= f - _EPS)[0]
+        g = ok[np.argmin(free[ok])] if ok.size else int(np.argmax(free))
+        free[g] = max(0.0, free[g] - f)
+
+
 def device_free_fractions(n_devices: int, whole: int, fractions: Sequence[float]) -> np.ndarray:
     """Free fraction per device when device assignment is unknown: whole GPUs first, then the
     fractional requests best-fit onto devices in descending size (DESIGN §3)."""
     free = np.ones(n_devices)
     free[: min(whole, n_devices)] = 0.0
-    for f in sorted(fractions, reverse=True):
-        ok = np.where(free >= f - _EPS)[0]
-        g = ok[np.argmin(free[ok])] if ok.size else int(np.argmax(free))
-        free[g] = max(0.0, free[g] - f)
+    place_fractions(free, fractions)
     return free
 
 

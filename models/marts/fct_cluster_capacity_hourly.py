@@ -22,19 +22,10 @@ import math
 import numpy as np
 import pandas as pd
 
+from recommender.fragmentation import TaskShape, node_fragmentation, place_fractions
+
 _EPS = 1e-9
 _SHARE = 0.95
-
-
-def _place_fractions(free: np.ndarray, fractions: list[float]) -> None:
-    """Best-fit decreasing of fractional equivalents onto devices (in place)."""
-    for e in sorted(fractions, reverse=True):
-        fits = np.where(free >= e - _EPS)[0]
-        if len(fits):
-            g = fits[np.argmin(free[fits])]
-        else:  # over-allocated: charge the freest device (flagged by dq_overallocation)
-            g = int(np.argmax(free))
-        free[g] = max(0.0, free[g] - e)
 
 
 def _free_matrix(nodes: pd.DataFrame, pods: pd.DataFrame) -> np.ndarray:
@@ -65,7 +56,7 @@ def _free_matrix(nodes: pd.DataFrame, pods: pd.DataFrame) -> np.ndarray:
         if g == 0:
             continue
         dev = free[r, :g]
-        _place_fractions(dev, grp["frac"].tolist())
+        place_fractions(dev, grp["frac"].tolist())
         free[r, :g] = dev
     return free
 
@@ -106,15 +97,13 @@ def _fragmentation(nodes: pd.DataFrame, free: np.ndarray, shapes: pd.DataFrame) 
         if sh is None or sh.empty:
             frag = 0.0
         else:
-            frag = 0.0
             models = sh["model"] if "model" in sh else pd.Series("", index=sh.index)
-            for cpu, k, d, model, p in zip(sh["cpu"], sh["k"], sh["d"], models, sh["p"], strict=True):
-                fits = vv & (rr >= d - _EPS)
-                can_run = (cf >= cpu - _EPS) & (fits.sum(axis=1) >= k)
-                if model:
-                    can_run &= nm == model
-                below = np.where(vv & (rr < d - _EPS), rr, 0.0).sum(axis=1)
-                frag += p * float(np.where(can_run, below, tf).sum())
+            task_shapes = [
+                TaskShape(cpu=float(cpu), gpus=int(k), per_gpu=float(d), models=frozenset([model]) if model else None)
+                for cpu, k, d, model in zip(sh["cpu"], sh["k"], sh["d"], models, strict=True)
+            ]
+            # The formula lives in one place: recommender.fragmentation (DESIGN §3, Weng et al.).
+            frag = float(node_fragmentation(np.where(vv, rr, np.nan), cf, list(nm), task_shapes, list(sh["p"])).sum())
         out.append((key[0], key[1], frag, float(tf.sum())))
     return pd.DataFrame(out, columns=["cluster", "hour", "fragmentation_gpus", "free_gpus"])
 
