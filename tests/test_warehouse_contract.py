@@ -67,7 +67,7 @@ def _capacity_model():
 def test_fractions_are_placed_best_fit_decreasing():
     cap = _capacity_model()
     free = np.array([1.0, 0.3, 1.0])
-    cap._place_fractions(free, [0.25, 0.5, 0.25])
+    cap.place_fractions(free, [0.25, 0.5, 0.25])  # the shared best-fit of recommender.fragmentation
     # 0.5 -> a full device (no partial one fits); 0.25 -> the 0.3 device (best fit); 0.25 -> the 0.5 left
     assert free.tolist() == pytest.approx([0.25, 0.05, 1.0])
 
