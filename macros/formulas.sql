@@ -139,3 +139,7 @@
       {%- endfor %}
       else cast({{ overhead.get('*', 0) }} as double) end)
 {%- endmacro %}
+
+{# Seconds since the epoch of a timestamp, as a double (used to weigh time overlaps). #}
+{% macro epoch_seconds(col) %}{{ return(adapter.dispatch('epoch_seconds')(col)) }}{% endmacro %}
+{% macro default__epoch_seconds(col) %}extract(epoch from {{ col }}){% endmacro %}

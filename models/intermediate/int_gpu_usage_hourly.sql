@@ -24,7 +24,11 @@ final as (
         namespace,
         pod,
         avg(utilization) as utilization,
-        count(utilization) as samples
+        count(utilization) as samples,
+        -- when in the hour this pod's series on this device ran: pods that hand a GPU over
+        -- within an hour did not share it (int_pod_utilization_hourly weighs by overlap)
+        min(ts) as first_ts,
+        max(ts) as last_ts
     from samples
     group by cluster, {{ dbt.date_trunc('hour', 'ts') }}, hostname, coalesce(uuid, cast(gpu as varchar)),
              coalesce(mig_instance, -1), namespace, pod

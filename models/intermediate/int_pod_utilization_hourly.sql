@@ -4,6 +4,9 @@
 -- busy time in proportion to their GPU-equivalent: per (device, hour) Σe = Σ over pods with series
 -- on the device of their per-device equivalent (min(1, gpu_equiv / number of devices it has series
 -- on); the pod's u on that device = min(1, u_device / Σe). A pod's u is the mean over its devices.
+-- Only pods whose series overlap in time share: each other pod's equivalent counts in proportion
+-- to the part of this pod's time in the hour it overlaps ([first_ts, last_ts] + one sample
+-- interval), so two pods that hand a GPU over at :20 each keep their own busy time.
 
 with usage as (
     select * from {{ ref('int_gpu_usage_hourly') }}
@@ -30,6 +33,8 @@ matched as (
         u.pod,
         u.utilization,
         u.samples,
+        u.first_ts,
+        u.last_ts,
         a.gpu_equiv,
         count(*) over (partition by u.cluster, u.hour, u.namespace, u.pod) as devices
     from usage as u
@@ -37,13 +42,33 @@ matched as (
         on u.cluster = a.cluster and u.hour = a.hour and u.namespace = a.namespace and u.pod = a.pod
 ),
 
-shared as (
+device_share as (
     select
         *,
         -- a pod holds at most one whole GPU on any one device
-        sum(least(1.0, gpu_equiv / devices)) over (partition by cluster, hour, hostname, device_id, mig_instance)
-            as device_equiv_sum
+        least(1.0, gpu_equiv / devices) as device_equiv,
+        {{ epoch_seconds('last_ts') }} - {{ epoch_seconds('first_ts') }} + {{ var('sample_interval_s', 60) }} as span_s
     from matched
+),
+
+shared as (
+    select
+        p.cluster, p.hour, p.hostname, p.device_id, p.mig_instance, p.is_mig, p.namespace, p.pod,
+        p.utilization, p.samples, p.gpu_equiv, p.devices,
+        sum(
+            q.device_equiv * case
+                when p.first_ts is null or q.first_ts is null then 1.0  -- times unknown: assume concurrent
+                else greatest(0.0, least({{ epoch_seconds('p.last_ts') }}, {{ epoch_seconds('q.last_ts') }})
+                                   - greatest({{ epoch_seconds('p.first_ts') }}, {{ epoch_seconds('q.first_ts') }})
+                                   + {{ var('sample_interval_s', 60) }}) / p.span_s
+            end
+        ) as device_equiv_sum
+    from device_share as p
+    inner join device_share as q
+        on p.cluster = q.cluster and p.hour = q.hour and p.hostname = q.hostname
+        and p.device_id = q.device_id and p.mig_instance = q.mig_instance
+    group by p.cluster, p.hour, p.hostname, p.device_id, p.mig_instance, p.is_mig, p.namespace, p.pod,
+             p.utilization, p.samples, p.gpu_equiv, p.devices
 ),
 
 per_device as (
