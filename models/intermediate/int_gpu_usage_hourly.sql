@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour']) }}
+{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour'], on_schema_change='append_new_columns') }}
 -- depends_on: {{ ref('stg_dcgm__gpu_samples') }}
 -- DCGM samples aggregated FIRST to (cluster, hostname, device or MIG instance, namespace, pod,
 -- hour): the one big GROUP BY over the largest table; everything downstream works at hour grain.
