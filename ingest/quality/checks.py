@@ -139,9 +139,10 @@ def _eg(examples: list[Any]) -> str:
 
 
 @dataclass(frozen=True)
-class NotNull(Check):
+class _OneColumn(Check):
+    """A check of one column: its label and columns are that column."""
+
     column: str
-    kind: ClassVar[str] = "not_null"
 
     @property
     def label(self) -> str:
@@ -150,6 +151,11 @@ class NotNull(Check):
     @property
     def columns(self) -> tuple[str, ...]:
         return (self.column,)
+
+
+@dataclass(frozen=True)
+class NotNull(_OneColumn):
+    kind: ClassVar[str] = "not_null"
 
     def find(self, data: pa.Table) -> Found | None:
         col = data.column(self.column)
@@ -235,18 +241,9 @@ class InRange(Check):
 
 
 @dataclass(frozen=True)
-class InSet(Check):
-    column: str
+class InSet(_OneColumn):
     value_set: tuple[str, ...]
     kind: ClassVar[str] = "in_set"
-
-    @property
-    def label(self) -> str:
-        return self.column
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
 
     def find(self, data: pa.Table) -> Found | None:
         col = data.column(self.column)
