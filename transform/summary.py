@@ -52,13 +52,13 @@ def showback_summary(warehouse: Path | str, *, top: int = 5) -> ShowbackSummary:
             "coalesce(sum(node_cost_usd), 0), coalesce(sum(gpu_cost_usd), 0), "
             "coalesce(sum(coalesce(gpu_capacity, 0) * covered_hours), 0), coalesce(sum(unallocated_gpu_hours), 0) "
             "from fct_node_hourly"
-        ).fetchone()
+        ).fetchall()[0]
         (alloc_h, measured_h, idle_h, unmeasured_h) = con.execute(
             "select coalesce(sum(gpu_hours), 0), coalesce(sum(measured_gpu_hours), 0), "
             "coalesce(sum(idle_gpu_hours), 0), coalesce(sum(unmeasured_gpu_hours), 0) from fct_gpu_allocation_hourly"
-        ).fetchone()
-        (chargeback,) = con.execute("select coalesce(sum(chargeback_usd), 0) from fct_showback_daily").fetchone()
-        (unpriced,) = con.execute("select count(*) from dq_unpriced_nodes").fetchone()
+        ).fetchall()[0]
+        (chargeback,) = con.execute("select coalesce(sum(chargeback_usd), 0) from fct_showback_daily").fetchall()[0]
+        (unpriced,) = con.execute("select count(*) from dq_unpriced_nodes").fetchall()[0]
         tenants = con.execute(
             "select tenant, sum(gpu_hours), sum(chargeback_usd), "
             "sum(idle_gpu_hours) / nullif(sum(measured_gpu_hours), 0) "
