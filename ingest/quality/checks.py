@@ -182,22 +182,13 @@ class NotNull(_OneColumn):
 
 
 @dataclass(frozen=True)
-class InRange(Check):
+class InRange(_OneColumn):
     """``min_value <= v <= max_value`` (``<`` with ``strict_min``); NaN is out of range, null is not checked."""
 
-    column: str
     min_value: float | None = None
     max_value: float | None = None
     strict_min: bool = False
     kind: ClassVar[str] = "in_range"
-
-    @property
-    def label(self) -> str:
-        return self.column
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return (self.column,)
 
     def _mask(self, col: pa.ChunkedArray) -> pa.ChunkedArray:
         parts = []
