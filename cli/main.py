@@ -39,6 +39,8 @@ _COMMAND_MODULES = [
     "cli.commands.ingest",
     "cli.commands.check",
     "cli.commands.recommend",
+    "cli.commands.changes",
+    "cli.commands.db",
     "cli.commands.report",
     "cli.commands.serve",
 ]

@@ -10,6 +10,11 @@ __all__ = [
     "SchemaError",
     "ConfigError",
     "ValidationFailed",
+    "NotFound",
+    "Forbidden",
+    "Conflict",
+    "PolicyRefused",
+    "BadRequest",
 ]
 
 
@@ -39,3 +44,28 @@ class ConfigError(TerminalError):
 
 class ValidationFailed(InputError):
     """A data-quality suite rejected a batch."""
+
+
+class NotFound(TerminalError):
+    """The object does not exist, or the caller may not see it (never tells which)."""
+
+
+class Forbidden(TerminalError):
+    """The caller sees the object but lacks the role; the message names the role needed."""
+
+
+class Conflict(TerminalError):
+    """Stale version, wrong status for the transition, or someone else got there first."""
+
+
+class PolicyRefused(TerminalError):
+    """A change policy gate said no; ``gate`` names it (paused, ticket, four_eyes, approver_role,
+    window, blast_radius, expired_approval, stale_target, evidence_age)."""
+
+    def __init__(self, gate: str, message: str) -> None:
+        super().__init__(f"policy gate {gate}: {message}")
+        self.gate = gate
+
+
+class BadRequest(InputError):
+    """A request is malformed: the message names the field."""

@@ -72,6 +72,8 @@ class Settings(BaseSettings):
     prometheus_token: SecretStr | None = None
     dq_on_failure: Literal["fail", "quarantine"] = "fail"
     sources: list[SourceConfig] = Field(default_factory=list)
+    # YAML change policy (gates, approvers, windows); None = the packaged changes/default_policy.yaml.
+    change_policy: Path | None = None
 
     @property
     def lake_dir(self) -> Path:

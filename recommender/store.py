@@ -1,5 +1,8 @@
 """The ``recommendations`` table in the app DB (SQLAlchemy 2; SQLite by default, PostgreSQL in prod).
 
+The table is defined in ``gpufinops.appdb.schema`` and created by the app DB's migrations
+(``gpufinops.appdb.upgrade``), like every other app-DB table.
+
 Upsert by stable id: the same finding on the next run updates its row (``created_at`` is kept,
 ``updated_at``/``last_seen_at`` move); a finding of a kind and cluster that this run evaluated but
 did not produce again is marked ``resolved`` — never deleted. A resolved finding that comes back
@@ -12,22 +15,11 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    Column,
-    DateTime,
-    Engine,
-    Float,
-    Index,
-    MetaData,
-    String,
-    Table,
-    create_engine,
-    event,
-    select,
-    update,
-)
+from sqlalchemy import Engine, MetaData, select, update
 
+from gpufinops.appdb import open_engine
+from gpufinops.appdb import upgrade as upgrade_app_db
+from gpufinops.appdb.schema import recommendations_table
 from recommender.model import Recommendation
 
 __all__ = ["RecommendationStore", "recommendations_table", "OPEN", "RESOLVED", "UpsertResult"]
@@ -36,55 +28,28 @@ OPEN = "open"
 RESOLVED = "resolved"
 
 
-def recommendations_table(metadata: MetaData, name: str = "recommendations") -> Table:
-    return Table(
-        name,
-        metadata,
-        Column("id", String(64), primary_key=True),
-        Column("kind", String(64), nullable=False),
-        Column("cluster", String(255), nullable=False),
-        Column("namespace", String(255)),
-        Column("workload", String(512)),
-        Column("tier", String(32)),
-        Column("current", JSON, nullable=False),
-        Column("proposed", JSON, nullable=False),
-        Column("evidence", JSON, nullable=False),
-        Column("est_monthly_savings_usd", Float, nullable=False),
-        Column("confidence", Float, nullable=False),
-        Column("risk", String(16), nullable=False),
-        Column("status", String(32), nullable=False, default=OPEN),
-        Column("created_at", DateTime(timezone=True), nullable=False),
-        Column("updated_at", DateTime(timezone=True), nullable=False),
-        Column("last_seen_at", DateTime(timezone=True), nullable=False),
-        Column("resolved_at", DateTime(timezone=True)),
-        Index(f"ix_{name}_kind_cluster", "kind", "cluster"),
-        Index(f"ix_{name}_status", "status"),
-    )
-
-
 class UpsertResult(dict[str, int]):
     """Counts: inserted, updated, reopened, resolved."""
 
 
-def _sqlite_wal(engine: Engine) -> None:
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA busy_timeout=5000")
-        cur.close()
-
-
 class RecommendationStore:
     def __init__(self, url: str | Engine, *, schema: str | None = None, table_name: str = "recommendations"):
-        self.engine = url if isinstance(url, Engine) else create_engine(url, future=True)
-        if self.engine.dialect.name == "sqlite" and not isinstance(url, Engine):
-            _sqlite_wal(self.engine)
+        self.engine = url if isinstance(url, Engine) else open_engine(url)
+        self.schema = schema
         self.metadata = MetaData(schema=schema)
         self.table = recommendations_table(self.metadata, table_name)
+        self._ready = False
 
     def create(self) -> None:
-        self.metadata.create_all(self.engine)
+        """Bring the app DB to the latest migration (once per store). A non-default ``table_name``
+        (tests of old layouts) is created directly instead."""
+        if self._ready:
+            return
+        if self.table.name == "recommendations":
+            upgrade_app_db(self.engine, schema=self.schema)
+        else:
+            self.metadata.create_all(self.engine)
+        self._ready = True
 
     def upsert(self, recs: Sequence[Recommendation], *, scope: Iterable[tuple[str, str]] | None = None,
                now: datetime | None = None) -> UpsertResult:
@@ -139,6 +104,7 @@ class RecommendationStore:
 
     def drop(self) -> None:
         self.metadata.drop_all(self.engine)
+        self._ready = False
 
 
 def _jsonable(value: Any) -> Any:
