@@ -15,13 +15,14 @@ from dashboards.session import context
 st.set_page_config(page_title="gpufinops", page_icon=":material/memory:", layout="wide")
 
 _HERE = Path(__file__).resolve().parent
-# (key, script, title, icon) — change control's "Approvals" page slots in here with its issue
+# (key, script, title, icon); session.PAGE_ROLES says who sees each
 # The default page is served at "/" only (its own path would say "page not found"), so it is Home.
 _PAGES = [
     ("home", "views/home.py", "Home", ":material/home:"),
     ("finance", "views/finance.py", "Finance", ":material/payments:"),
     ("team", "views/team.py", "Team", ":material/groups:"),
     ("platform", "views/platform.py", "Platform", ":material/dns:"),
+    ("approvals", "views/approvals.py", "Approvals", ":material/fact_check:"),
 ]
 
 

@@ -102,6 +102,14 @@ def build_synthetic(path: Path, nodes: int = 1000, days: int = 30, pods_per_node
                  3.6 as gpu_cost_usd, 2.52 as idle_cost_usd, 0.5 as cpu_cost_usd, 0.3 as memory_cost_usd,
                  4.4 as total_cost_usd, false as is_shared_namespace
           from hours, range({nodes}) r(n), range({pods_per_node}) q(p) order by hour;
+        create or replace table fct_workload_daily as
+          select hour::date as day, cluster, tenant, team, namespace, workload_kind, workload, tier, gpu_model,
+                 gpu_resource, sum(gpu_hours) as gpu_hours, sum(utilized_gpu_hours) as utilized_gpu_hours,
+                 sum(idle_gpu_hours) as idle_gpu_hours, sum(measured_gpu_hours) as measured_gpu_hours,
+                 sum(gpu_hours - measured_gpu_hours) as unmeasured_gpu_hours, sum(gpu_cost_usd) as gpu_cost_usd,
+                 sum(idle_cost_usd) as idle_cost_usd, sum(cpu_cost_usd) as cpu_cost_usd,
+                 sum(memory_cost_usd) as memory_cost_usd, sum(total_cost_usd) as total_cost_usd
+          from fct_gpu_allocation_hourly group by all order by day;
         create or replace table fct_showback_daily as
           select hour::date as day, cluster, tenant, team, namespace, sum(gpu_hours) as gpu_hours,
                  sum(utilized_gpu_hours) as utilized_gpu_hours, sum(idle_gpu_hours) as idle_gpu_hours,

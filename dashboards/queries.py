@@ -20,7 +20,7 @@ import time as _time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, time
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,6 +45,7 @@ __all__ = [
     "team_totals",
     "team_daily",
     "idle_workloads",
+    "SPARKLINE_DAILY_FROM_DAYS",
     "capacity_hourly",
     "node_allocation",
     "stranded_gpus",
@@ -391,9 +392,12 @@ def bill_reconciliation(cur: duckdb.DuckDBPyConnection, scope: Scope, start: dat
 
 @_query
 def team_totals(cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date) -> pd.DataFrame:
-    """One row per team: GPU-hours, measured hours, idle % over measured hours, cost."""
+    """One row per team: GPU-hours, measured hours, idle % over measured hours, cost.
+
+    GPU-hours come from the daily per-workload mart (``fct_workload_daily``, the hourly mart summed per
+    UTC day): a window is whole days, so the sums are the hourly mart's at a fraction of the rows.
+    """
     where, params = _team_filter(scope)
-    lo, hi = _bounds(start, end)
     return _df(
         cur,
         f"""
@@ -402,7 +406,7 @@ def team_totals(cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: 
                    sum(measured_gpu_hours)::double as measured_gpu_hours,
                    sum(utilized_gpu_hours)::double as utilized_gpu_hours,
                    sum(idle_cost_usd)::double as idle_cost_usd
-            from fct_gpu_allocation_hourly where hour >= ? and hour < ?{where}
+            from fct_workload_daily where day >= ? and day < ?{where}
             group by all
         ),
         showback as (
@@ -420,7 +424,7 @@ def team_totals(cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: 
         from alloc full join showback using (team)
         order by chargeback_usd desc
         """,
-        [lo, hi, *params, start, end, list(SYNTHETIC_LINES), *params],
+        [start, end, *params, start, end, list(SYNTHETIC_LINES), *params],
     )
 
 
@@ -440,16 +444,47 @@ def team_daily(cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: d
     )
 
 
+# windows this long or longer get one sparkline point per day (from the daily mart); shorter ones
+# about 48 points from the hourly mart, whose scan is cheap over a few days
+SPARKLINE_DAILY_FROM_DAYS = 7
+
+
 @_query
 def idle_workloads(
     cur: duckdb.DuckDBPyConnection, scope: Scope, start: date, end: date, limit: int = 10
 ) -> pd.DataFrame:
-    """The workloads with the most idle-allocated GPU cost, with a utilisation series for a sparkline."""
+    """The workloads with the most idle-allocated GPU cost, with a utilisation series for a sparkline.
+
+    Totals come from ``fct_workload_daily`` (GPU rows only: ``gpu_hours > 0``, as CPU-only pods keep
+    rows of their own there). The sparkline has one point per day for windows of
+    ``SPARKLINE_DAILY_FROM_DAYS`` or more, else ~48 points of whole hours from the hourly mart.
+    """
     where, params = _team_filter_named(scope)
-    where_a = where.replace(" team in", " a.team in")
-    lo, hi = _bounds(start, end)
-    # ~48 points per sparkline whatever the window
-    bucket_hours = max(1, int((hi - lo) / timedelta(hours=1)) // 48)
+    where_s = where.replace(" team in", " s.team in")
+    days = (end - start).days
+    if days >= SPARKLINE_DAILY_FROM_DAYS:
+        series_sql = f"""
+            select s.cluster, s.namespace, s.workload_kind, s.workload, s.day as bucket,
+                   sum(s.utilized_gpu_hours) / nullif(sum(s.measured_gpu_hours), 0) as util
+            from fct_workload_daily s
+            semi join totals t on s.cluster = t.cluster and s.namespace = t.namespace
+                 and s.workload_kind = t.workload_kind and s.workload = t.workload
+            where s.day >= $start and s.day < $end and s.gpu_hours > 0{where_s}
+            group by all"""
+        extra: dict[str, Any] = {}
+    else:
+        lo, hi = _bounds(start, end)
+        series_sql = f"""
+            -- integer buckets: time_bucket on a timestamptz goes through the time-zone library per row
+            select s.cluster, s.namespace, s.workload_kind, s.workload, epoch(s.hour)::bigint // ($bucket * 3600) as bucket,
+                   sum(s.utilized_gpu_hours) / nullif(sum(s.measured_gpu_hours), 0) as util
+            from fct_gpu_allocation_hourly s
+            semi join totals t on s.cluster = t.cluster and s.namespace = t.namespace
+                 and s.workload_kind = t.workload_kind and s.workload = t.workload
+            where s.hour >= $lo and s.hour < $hi and s.gpu_hours > 0{where_s}
+            group by all"""
+        # ~48 points per sparkline whatever the window
+        extra = {"lo": lo, "hi": hi, "bucket": max(1, days * 24 // 48)}
     # totals per workload first (few groups); the sparkline series only for the top ones
     return _df(
         cur,
@@ -460,20 +495,12 @@ def idle_workloads(
                    sum(utilized_gpu_hours)::double as utilized_gpu_hours,
                    sum(idle_gpu_hours)::double as idle_gpu_hours, sum(idle_cost_usd)::double as idle_cost_usd,
                    sum(total_cost_usd)::double as cost_usd
-            from fct_gpu_allocation_hourly
-            where hour >= $lo and hour < $hi and gpu_hours > 0{where}
+            from fct_workload_daily
+            where day >= $start and day < $end and gpu_hours > 0{where}
             group by cluster, namespace, team, workload_kind, workload
             order by idle_cost_usd desc, workload limit $limit
         ),
-        series as (
-            -- integer buckets: time_bucket on a timestamptz goes through the time-zone library per row
-            select a.cluster, a.namespace, a.workload_kind, a.workload, epoch(a.hour)::bigint // ($bucket * 3600) as bucket,
-                   sum(a.utilized_gpu_hours) / nullif(sum(a.measured_gpu_hours), 0) as util
-            from fct_gpu_allocation_hourly a
-            semi join totals t on a.cluster = t.cluster and a.namespace = t.namespace
-                 and a.workload_kind = t.workload_kind and a.workload = t.workload
-            where a.hour >= $lo and a.hour < $hi and a.gpu_hours > 0{where_a}
-            group by all
+        series as ({series_sql}
         ),
         spark as (
             select cluster, namespace, workload_kind, workload,
@@ -485,7 +512,7 @@ def idle_workloads(
         from totals t left join spark s using (cluster, namespace, workload_kind, workload)
         order by idle_cost_usd desc, workload
         """,
-        {"lo": lo, "hi": hi, "limit": limit, "bucket": bucket_hours, **params},
+        {"start": start, "end": end, "limit": limit, **extra, **params},
     )
 
 

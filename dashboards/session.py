@@ -24,6 +24,8 @@ PAGE_ROLES: dict[str, frozenset[str]] = {
     "finance": frozenset({"finance", "admin"}),
     "team": frozenset({"team_lead", "finance", "platform", "admin"}),
     "platform": frozenset({"platform", "admin"}),
+    # the roles that may approve some change kind; finance too when the change policy names it
+    "approvals": frozenset({"team_lead", "platform", "admin"}),
 }
 
 
@@ -39,7 +41,22 @@ class ViewContext:
         return self.identity.scope
 
     def may_open(self, page: str) -> bool:
-        return bool(self.identity.roles & PAGE_ROLES[page])
+        if bool(self.identity.roles & PAGE_ROLES[page]):
+            return True
+        # finance approves only where a site's change policy lists it as an approver
+        return page == "approvals" and self.identity.has("finance") and "finance" in _policy_approvers(
+            str(self.settings.change_policy) if self.settings.change_policy else None)
+
+
+@st.cache_data(ttl=300, show_spinner=False)
+def _policy_approvers(policy_path: str | None) -> frozenset[str]:
+    from changes.policy import Policy
+
+    try:
+        policy = Policy.load(policy_path)
+    except Exception:  # a broken policy file: the Approvals page itself says what is wrong
+        return frozenset()
+    return frozenset(role for kind in policy.kinds.values() for role in kind.approvers)
 
 
 @st.cache_resource(show_spinner=False)

@@ -1,4 +1,5 @@
-"""Layout helpers the pages share: money formatting, the date window, tables with a CSV download."""
+"""Layout helpers the pages share: money formatting, the date window, tables with a CSV download, and
+the team page's change-control controls."""
 
 from __future__ import annotations
 
@@ -60,14 +61,53 @@ def table(df: pd.DataFrame, name: str, *, column_config: dict | None = None, hid
     )
 
 
-def change_actions(ctx: ViewContext, recs: pd.DataFrame) -> None:
-    """Approve / reject for the viewer's recommendations.
+def change_actions(ctx: ViewContext, team: str, recs: pd.DataFrame | None) -> None:
+    """Change control on the team page: propose a change from one of the team's recommendations, and
+    approve / reject the team's changes waiting for a decision (ChangeService decides who may; its
+    refusals, e.g. four-eyes, show as errors). The Approvals page has each change's evidence and history."""
+    from dashboards import change_control as cc
+    from gpufinops.errors import GpufinopsError
 
-    Change control (issue 4/5) plugs in here: it turns a recommendation into a change and records the
-    approval with its reason. Until it exists the buttons stay disabled and say why.
-    """
-    st.caption("Approving or rejecting a change arrives with change control; nothing is applied from here yet.")
-    cols = st.columns([3, 1, 1])
-    cols[0].selectbox("Recommendation", list(recs["id"]), key="rec_pick", disabled=True)
-    cols[1].button("Approve", disabled=True, key="rec_approve")
-    cols[2].button("Reject", disabled=True, key="rec_reject")
+    st.subheader("Changes")
+    actor = cc.actor_of(ctx.identity)
+    try:
+        svc = cc.service(ctx)
+    except GpufinopsError as exc:
+        st.warning(f"Change control is unavailable: {exc}")
+        return
+    cc.show_flash()
+
+    def propose() -> None:
+        rec_id = st.session_state.get("rec_pick")
+        ticket = (st.session_state.get("rec_ticket") or "").strip() or None
+        reason = (st.session_state.get("rec_reason") or "").strip() or None
+        cc.run_action(f"Propose from {rec_id}", lambda: svc.create_from_recommendation(
+            str(rec_id), actor=actor, ticket=ticket, reason=reason))
+
+    def decide(decision: str) -> None:
+        change_id = str(st.session_state.get("chg_pick"))
+        reason = st.session_state.get("chg_reason") or ""
+        if decision == "approve":
+            cc.run_action("Approve", lambda: svc.approve(change_id, actor=actor, reason=reason))
+        else:
+            cc.run_action("Reject", lambda: svc.reject(change_id, actor=actor, reason=reason))
+
+    if recs is not None and not recs.empty:
+        labels = {r.id: f"{r.id} — {r.kind} {r.workload}" for r in recs.itertuples()}
+        cols = st.columns([4, 2, 4, 2], vertical_alignment="bottom")
+        cols[0].selectbox("Recommendation", list(labels), key="rec_pick", format_func=lambda i: labels.get(i, i))
+        cols[1].text_input("Ticket", key="rec_ticket", placeholder="COST-123")
+        cols[2].text_input("Reason", key="rec_reason", placeholder="why make this change")
+        cols[3].button("Propose change", key="rec_propose", on_click=propose)
+
+    waiting = cc.queue(svc, actor, team=team)
+    if not waiting:
+        st.caption("No changes of this team wait for a decision.")
+        return
+    table(cc.changes_frame(waiting), f"team_{team}_changes")
+    cols = st.columns([4, 4, 1, 1], vertical_alignment="bottom")
+    cols[0].selectbox("Change", [c.id for c in waiting], key="chg_pick")
+    cols[1].text_input("Reason for your decision", key="chg_reason")
+    cols[2].button("Approve", key="chg_approve", type="primary", on_click=decide, args=("approve",))
+    cols[3].button("Reject", key="chg_reject", on_click=decide, args=("reject",))
+    st.caption("Each change's evidence, diff, plan and history are on the Approvals page.")

@@ -41,6 +41,8 @@ PAGES = [
      ["$486.40", "beta-serve"]),
     ("platform?role=platform", ["GPU capacity", "Bin-packing efficiency", "50.0%", "Stranded GPUs",
                                 "Consolidation plan", "Pending GPU pods"], []),
+    ("approvals?role=team_lead:alpha", ["Approvals", "rightsize_gpu_count", "Current vs proposed", "Evidence",
+                                        "History", "Approve"], ["beta-serve"]),
 ]
 
 
@@ -48,7 +50,8 @@ PAGES = [
 def served(tmp_path_factory):
     home = tmp_path_factory.mktemp("home")
     support.build_warehouse(home)
-    support.build_app_db(home)
+    url = support.build_app_db(home)
+    support.propose_change(url, home)  # one alpha change for the Approvals page
     with browser.dashboard_server(home, browser.free_port()) as base:
         chrome = browser.Browser()
         try:

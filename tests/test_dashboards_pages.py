@@ -146,7 +146,7 @@ def test_platform_page(env) -> None:
     assert "beta-serve/serve-b-7f9" in _rendered_text(at) and "Nodes freed: `n2`" in _rendered_text(at)
 
 
-@pytest.mark.parametrize("page", ["finance", "team", "platform"])
+@pytest.mark.parametrize("page", ["finance", "team", "platform", "approvals"])
 def test_admin_opens_every_page(env, page) -> None:
     at = _app("admin", page)
     _ok(at)
@@ -162,7 +162,8 @@ def test_home_page_at_a_glance(env, role, cost) -> None:
     assert m["Cost, last 7 days"] == cost
     assert ("Stranded by fragmentation" in m) == (not role.startswith("team_lead"))
     assert [p.label for p in at.get("page_link")] == {
-        "finance": ["Finance", "Team"], "team_lead:alpha": ["Team"], "platform": ["Team", "Platform"]}[role]
+        "finance": ["Finance", "Team"], "team_lead:alpha": ["Team", "Approvals"],
+        "platform": ["Team", "Platform", "Approvals"]}[role]
 
 
 def test_demo_picker_switches_role(env) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -96,6 +96,16 @@ def test_idle_workloads_rank_and_sparkline(wh) -> None:
     assert idle.iloc[0]["idle_cost_usd"] == pytest.approx(48 * 14.4 * 0.75)
     spark = list(idle.iloc[0]["utilisation_pct"])
     assert len(spark) == 48 and set(spark) == {25.0}
+
+
+def test_idle_workloads_long_window_has_a_point_per_day(wh) -> None:
+    week = queries.idle_workloads(wh, ALL, D0, D0 + timedelta(days=queries.SPARKLINE_DAILY_FROM_DAYS), limit=3)
+    short = queries.idle_workloads(wh, ALL, D0, D1, limit=3)
+    # same totals (the data has two days) from the daily mart; the sparkline is per day now
+    cols = ["workload", "gpu_hours", "idle_cost_usd", "cost_usd", "idle_pct"]
+    assert week[cols].to_dict("records") == short[cols].to_dict("records")
+    assert dict(zip(week["workload"], week["utilisation_pct"].map(list), strict=True)) == {
+        "train-a": [25.0, 25.0], "notebook-a": [10.0, 10.0], "serve-b": [90.0, 90.0]}
 
 
 def test_capacity_and_heatmap_inputs(wh) -> None:

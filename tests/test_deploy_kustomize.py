@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -99,25 +100,105 @@ def test_controller_rbac_is_minimal(rendered: list[dict[str, Any]]) -> None:
     assert "patch" in allowed[("apps", "deployments")] and "patch" in allowed[("apps", "statefulsets")]
     assert allowed[("", "pods/eviction")] == {"create"}
     writes = {"create", "update", "patch", "delete", "deletecollection", "*"}
+    # what the controller's plans change (controller/planner.py): workload templates and replicas, Job /
+    # CronJob suspension, HPA min/max, node cordon and MIG label; evictions are the only create
+    patchable = {("apps", "deployments"), ("apps", "statefulsets"), ("batch", "jobs"), ("batch", "cronjobs"),
+                 ("autoscaling", "horizontalpodautoscalers"), ("", "nodes")}
     for (group, resource), verbs in allowed.items():
+        if (group, resource) == ("", "pods/eviction"):
+            continue
         if verbs & writes:
-            assert (group, resource) in {("apps", "deployments"), ("apps", "statefulsets"), ("", "pods/eviction")}, resource
+            assert (group, resource) in patchable and verbs & writes == {"patch"}, (group, resource, verbs)
         assert "delete" not in verbs and "*" not in verbs
 
 
+CRONJOBS = {
+    # name: (schedule, component)
+    "gpufinops-ingest": ("*/5 * * * *", "ingester"),
+    "gpufinops-build": ("15 * * * *", "build"),
+    "gpufinops-recommend": ("45 5 * * *", "recommend"),
+    "gpufinops-report-weekly": ("0 6 * * 1", "report"),
+    "gpufinops-report-monthly": ("0 6 1 * *", "report"),
+    "gpufinops-report-teams-weekly": ("5 6 * * 1", "report"),
+}
+
+
+def _crons(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {o["metadata"]["name"]: o for o in objs if o["kind"] == "CronJob"}
+
+
+def _container(cron: dict[str, Any]) -> dict[str, Any]:
+    return cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]
+
+
 def test_cronjobs_forbid_overlap_and_keep_bounded_history(rendered: list[dict[str, Any]]) -> None:
-    crons = {o["metadata"]["name"]: o for o in rendered if o["kind"] == "CronJob"}
-    assert set(crons) == {"gpufinops-ingest", "gpufinops-build", "gpufinops-report-weekly"}
+    crons = _crons(rendered)
+    assert set(crons) == set(CRONJOBS)
     for name, cron in crons.items():
         spec = cron["spec"]
+        assert (spec["schedule"], cron["metadata"]["labels"]["app.kubernetes.io/component"]) == CRONJOBS[name], name
+        assert spec["timeZone"] == "Etc/UTC", name
         assert spec["concurrencyPolicy"] == "Forbid", name
         assert 0 < spec["successfulJobsHistoryLimit"] <= 10, name
         assert 0 < spec["failedJobsHistoryLimit"] <= 10, name
-    args = {n: c["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["args"] for n, c in crons.items()}
+    args = {n: _container(c)["args"] for n, c in crons.items()}
     assert args["gpufinops-ingest"] == ["ingest", "all", "--once"]
     assert args["gpufinops-build"] == ["build"]
-    assert args["gpufinops-report-weekly"][:3] == ["report", "--period", "weekly"]
-    assert crons["gpufinops-ingest"]["spec"]["schedule"] == "*/5 * * * *"
+    assert args["gpufinops-recommend"] == ["recommend"]
+    for name in ("gpufinops-report-weekly", "gpufinops-report-monthly", "gpufinops-report-teams-weekly"):
+        assert _container(crons[name])["command"] == ["/bin/sh", "-c"], name
+    teams_env = [e["configMapRef"]["name"] for e in _container(crons["gpufinops-report-teams-weekly"])["envFrom"]]
+    assert teams_env == ["gpufinops-env", "gpufinops-report-teams"]
+    teams = _one(rendered, "ConfigMap", "gpufinops-report-teams")
+    assert teams["data"] == {"GPUFINOPS_REPORT_TEAMS": ""}  # overlays name the teams
+
+
+def _yesterdays() -> set[str]:
+    # the job's "yesterday" in UTC; both sides of a midnight the test might straddle
+    now = datetime.now(UTC)
+    return {(now - timedelta(days=1)).date().isoformat(), now.date().isoformat()}
+
+
+def _run_script(cron: dict[str, Any], tmp_path: Path, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], list[list[str]]]:
+    """Run a report CronJob's shell script with a stand-in `gpufinops` that logs its arguments one call per
+    line and fails for the audience ``team:broken``."""
+    container = _container(cron)
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    log = tmp_path / "calls.log"
+    fake = bindir / "gpufinops"
+    fake.write_text('#!/bin/sh\nprintf \'%s\\t\' "$@" >> "$CALLS"; echo >> "$CALLS"\n'
+                    'for a in "$@"; do [ "$a" = "team:broken" ] && exit 3; done\nexit 0\n')
+    fake.chmod(0o755)
+    sh = shutil.which("sh") or "/bin/sh"
+    proc = subprocess.run([sh, "-c", *container["args"]], capture_output=True, text=True, timeout=30,
+                          env={"PATH": f"{bindir}:/usr/bin:/bin", "CALLS": str(log), **env})
+    calls = [line.rstrip("\t").split("\t") for line in log.read_text().splitlines()] if log.exists() else []
+    return proc, calls
+
+
+@pytest.mark.parametrize("name, period", [("gpufinops-report-weekly", "weekly"), ("gpufinops-report-monthly", "monthly")])
+def test_finance_reports_cover_the_period_that_ended_yesterday(prod, tmp_path, name, period) -> None:
+    proc, calls = _run_script(_crons(prod)[name], tmp_path, {})
+    assert proc.returncode == 0, proc.stderr
+    assert len(calls) == 1
+    call = calls[0]
+    assert call[:6] == ["report", "--period", period, "--audience", "finance", "--send"]
+    assert call[6] == "--as-of" and call[7] in _yesterdays() and len(call) == 8
+
+
+def test_team_reports_loop_over_the_listed_teams(prod, tmp_path) -> None:
+    cron = _crons(prod)["gpufinops-report-teams-weekly"]
+    proc, calls = _run_script(cron, tmp_path, {"GPUFINOPS_REPORT_TEAMS": "alpha broken  beta"})
+    assert [c[:5] for c in calls] == [["report", "--period", "weekly", "--audience", f"team:{t}"]
+                                      for t in ("alpha", "broken", "beta")]  # a failure does not stop the rest
+    assert all(c[5] == "--as-of" and c[6] in _yesterdays() and c[7:] == ["--send"] for c in calls)
+    assert proc.returncode == 1 and "failed for: broken" in proc.stderr
+
+
+def test_team_reports_with_no_teams_listed_send_nothing(prod, tmp_path) -> None:
+    proc, calls = _run_script(_crons(prod)["gpufinops-report-teams-weekly"], tmp_path, {"GPUFINOPS_REPORT_TEAMS": ""})
+    assert proc.returncode == 0 and calls == [] and "no team reports" in proc.stdout
 
 
 def test_only_the_ingester_gets_an_api_token(rendered: list[dict[str, Any]]) -> None:
@@ -134,7 +215,7 @@ def test_pods_are_hardened_and_share_the_home(rendered: list[dict[str, Any]]) ->
     pvc = _one(rendered, "PersistentVolumeClaim", "gpufinops-home")
     assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
     specs = _pod_specs(rendered)
-    assert len(specs) == 5
+    assert len(specs) == 2 + len(CRONJOBS)  # the API and dashboard Deployments
     for name, spec in specs:
         assert spec["securityContext"]["runAsNonRoot"] is True, name
         claims = [v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v]
@@ -161,7 +242,9 @@ def test_services_select_their_deployments(rendered: list[dict[str, Any]]) -> No
 def test_prod_overlay(prod: list[dict[str, Any]]) -> None:
     images = {c["image"] for _, s in _pod_specs(prod) for c in s["containers"]}
     assert images == {"ghcr.io/gpufinops/gpufinops:0.1.0"}
-    wants_db = {"gpufinops-api", "gpufinops-dashboard", "gpufinops-build", "gpufinops-report-weekly"}
+    # every piece that opens the app DB: the recommender writes recommendations, reports read them
+    wants_db = {"gpufinops-api", "gpufinops-dashboard", "gpufinops-build", "gpufinops-recommend",
+                "gpufinops-report-weekly", "gpufinops-report-monthly", "gpufinops-report-teams-weekly"}
     for name, spec in _pod_specs(prod):
         env = {e["name"]: e for e in spec["containers"][0].get("env", [])}
         if name in wants_db:

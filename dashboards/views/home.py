@@ -58,6 +58,6 @@ else:
                  column_config={"est_monthly_savings_usd": st.column_config.NumberColumn("savings / month", format="dollar")})
 
 st.subheader("Your views")
-for key, title in (("finance", "Finance"), ("team", "Team"), ("platform", "Platform")):
+for key, title in (("finance", "Finance"), ("team", "Team"), ("platform", "Platform"), ("approvals", "Approvals")):
     if ctx.may_open(key):
         st.page_link(f"views/{key}.py", label=title)

@@ -1,4 +1,5 @@
-"""Team lead: only the viewer's teams — GPU-hours, cost, idle %, idle workloads, recommendations."""
+"""Team lead: only the viewer's teams — GPU-hours, cost, idle %, idle workloads, recommendations, and
+proposing / approving the team's changes."""
 
 from __future__ import annotations
 
@@ -79,4 +80,5 @@ else:
                         "risk", "status", "created_at"] if c in recs.columns]
     table(recs[cols], f"team_{team}_recommendations",
           column_config={"est_monthly_savings_usd": st.column_config.NumberColumn("savings / month", format="dollar")})
-    change_actions(ctx, recs)
+
+change_actions(ctx, team, recs)
