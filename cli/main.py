@@ -41,6 +41,7 @@ _COMMAND_MODULES = [
     "cli.commands.recommend",
     "cli.commands.changes",
     "cli.commands.db",
+    "cli.commands.api_tokens",
     "cli.commands.report",
     "cli.commands.serve",
 ]

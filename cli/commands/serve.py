@@ -1,6 +1,5 @@
-"""``gpufinops serve dashboard [--port 8501]``: run the Streamlit dashboards with these settings.
-
-``serve api`` joins this group with the API's issue.
+"""``gpufinops serve dashboard [--port 8501]``: the Streamlit dashboards; ``gpufinops serve api
+[--host 127.0.0.1] [--port 8000] [--demo]``: the REST API under uvicorn, with these settings.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ def dashboard_command(
 
 
 def register(app: typer.Typer) -> None:
-    serve_app = typer.Typer(help="Serve the dashboards.", no_args_is_help=True)
+    serve_app = typer.Typer(help="Serve the dashboards or the REST API.", no_args_is_help=True)
 
     @serve_app.command("dashboard")
     @handle_errors
@@ -70,5 +69,35 @@ def register(app: typer.Typer) -> None:
             console.print("  demo mode: pick a role in the sidebar, or open e.g. "
                           f"http://{host}:{port}/team?role=team_lead:<team>")
         raise typer.Exit(subprocess.call(argv, env=env))
+
+    @serve_app.command("api")
+    @handle_errors
+    def api(
+        ctx: typer.Context,
+        host: Annotated[str, typer.Option("--host", help="Interface to bind (0.0.0.0 in a container).")] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+        demo: Annotated[bool, typer.Option(
+            "--demo", envvar="GPUFINOPS_API_DEMO",
+            help="Demo mode: write one token per role to the tokens file and print them.",
+        )] = False,
+    ) -> None:
+        """Serve the REST API (OpenAPI docs at /docs)."""
+        import uvicorn
+
+        from api.app import create_app
+        from api.config import load_api_settings
+
+        settings = settings_of(ctx)
+        api_settings = load_api_settings(settings)
+        if demo:
+            from api.demo_tokens import demo_teams, write_demo_tokens
+
+            tokens = write_demo_tokens(api_settings.tokens_path(settings), demo_teams(settings.warehouse_path))
+            console.print("demo API tokens (also in the tokens file as hashes); use `Authorization: Bearer <token>`:")
+            for name, (roles, token) in tokens.items():
+                console.print(f"  {name:<22} {', '.join(roles):<22} {token}", highlight=False, soft_wrap=True)
+        shown = "localhost" if host in ("0.0.0.0", "::") else host
+        console.print(f"API on http://{shown}:{port}/  (docs /docs, health /healthz, metrics /metrics)")
+        uvicorn.run(create_app(settings, api_settings=api_settings), host=host, port=port, log_level="info")
 
     app.add_typer(serve_app, name="serve")

@@ -1,0 +1,17 @@
+"""The API's routers, one module per resource; ``ROUTERS`` is the order they are mounted in."""
+
+from __future__ import annotations
+
+from api.routes import audit, changes, clusters, health, recommendations, showback, workloads
+
+__all__ = ["ROUTERS"]
+
+ROUTERS = [
+    health.router,
+    workloads.router,
+    clusters.router,
+    showback.router,
+    recommendations.router,
+    changes.router,
+    audit.router,
+]
