@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 HOME_DIR ?= ./var
 PORT ?= 8501
+API_PORT ?= 8000
 
 .PHONY: install demo test bench lint clean system-deps
 
@@ -23,14 +24,15 @@ system-deps:
 
 GF := $(BIN)/gpufinops --home $(HOME_DIR)
 
-# The demo fleet -> lake -> warehouse -> its FOCUS bill -> reconciled warehouse -> recommendations -> dashboards.
+# The demo fleet -> lake -> warehouse -> its FOCUS bill -> reconciled warehouse -> recommendations -> API + dashboards.
 demo: install system-deps
 	$(GF) demo
 	$(GF) build --full
 	$(GF) ingest billing --demo-bill $(HOME_DIR)/demo-focus-bill.csv
 	$(GF) build
 	$(GF) recommend --top 10
-	$(GF) serve dashboard --demo --port $(PORT)
+	@echo "Serving the REST API on http://127.0.0.1:$(API_PORT)/docs and the dashboards on http://localhost:$(PORT) (Ctrl-C stops both)"
+	@bash -c 'trap "kill 0" EXIT INT TERM; $(GF) serve api --demo --port $(API_PORT) & $(GF) serve dashboard --demo --port $(PORT)'
 
 test: install system-deps
 	$(BIN)/python -m pytest -q
@@ -39,8 +41,8 @@ bench: install
 	$(BIN)/python -m bench.run
 
 lint: install
-	$(BIN)/ruff check gpufinops cli ingest transform recommender dashboards reports bench tests
-	$(BIN)/mypy gpufinops ingest transform recommender dashboards reports cli
+	$(BIN)/ruff check gpufinops cli ingest transform recommender changes controller api dashboards reports bench tests
+	$(BIN)/mypy gpufinops ingest transform recommender changes controller api dashboards reports cli
 
 clean:
 	rm -rf $(HOME_DIR) target dbt_packages logs

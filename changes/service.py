@@ -44,7 +44,7 @@ from changes.model import (
     Change,
 )
 from changes.policy import Policy
-from changes.teams import TeamOf, seed_team_resolver, warehouse_team_resolver
+from changes.teams import TeamOf, seed_team_resolver, warehouse_kind_resolver, warehouse_team_resolver
 from gpufinops.appdb import as_utc, begin_write, new_approval_id, new_change_id, open_app_db
 from gpufinops.appdb.schema import approvals, audit_log, changes, control_flags, recommendations
 from gpufinops.errors import BadRequest, Conflict, Forbidden, NotFound, PolicyRefused
@@ -88,7 +88,8 @@ class ChangeService:
         """The app DB (opened and upgraded), the configured policy, teams from the warehouse."""
         engine = open_app_db(settings.effective_app_db_url)
         return cls(engine, Policy.load(settings.change_policy),
-                   team_of=warehouse_team_resolver(settings.warehouse_path), clock=clock)
+                   team_of=warehouse_team_resolver(settings.warehouse_path), clock=clock,
+                   kind_of=warehouse_kind_resolver(settings.warehouse_path))
 
     # ------------------------------------------------------------------ plumbing
 

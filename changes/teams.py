@@ -1,6 +1,10 @@
-"""Which team owns a namespace: from the warehouse's showback (the latest day's team of each
-(cluster, namespace)), falling back to ``seeds/namespace_teams.csv``. Node actions (namespace None)
-belong to no team: ``None`` = platform-level.
+"""Lookups the change service needs from the warehouse.
+
+- Which team owns a namespace: the warehouse's showback (the latest day's team of each
+  (cluster, namespace)), falling back to ``seeds/namespace_teams.csv``. Node actions (namespace None)
+  belong to no team: ``None`` = platform-level.
+- Which Kubernetes kind a workload is (``dim_workload.workload_kind``), for recommendations whose
+  evidence does not carry it.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ import duckdb
 from gpufinops.errors import ConfigError
 from gpufinops.warehouse import connect
 
-__all__ = ["TeamOf", "warehouse_team_resolver", "seed_team_resolver", "SEED_PATH"]
+__all__ = ["TeamOf", "KindOf", "warehouse_team_resolver", "warehouse_kind_resolver", "seed_team_resolver", "SEED_PATH"]
 
 TeamOf = Callable[[str | None, str | None], str | None]
+KindOf = Callable[[str, str | None, str | None], str | None]
 SEED_PATH = Path(__file__).resolve().parents[1] / "seeds" / "namespace_teams.csv"
 _UNASSIGNED = {"", "unassigned", None}
 
@@ -77,3 +82,28 @@ def warehouse_team_resolver(warehouse_path: Path | str, seed_path: Path | None =
         return seeds.get(namespace) or by_ns.get(namespace)
 
     return team_of
+
+
+def warehouse_kind_resolver(warehouse_path: Path | str) -> KindOf:
+    """(cluster, namespace, workload) -> its top-level owner kind from ``dim_workload`` (read once)."""
+    kinds: dict[tuple[str, str | None, str | None], str] = {}
+    try:
+        con = connect(warehouse_path)
+    except (ConfigError, duckdb.Error):  # no warehouse yet, or a build holds its lock
+        con = None
+    if con is not None:
+        try:
+            rows = con.execute(
+                "select cluster, namespace, workload, workload_kind from dim_workload "
+                "where workload is not null and workload_kind is not null"
+            ).fetchall()
+        except duckdb.Error:
+            rows = []
+        finally:
+            con.close()
+        kinds = {(c, n, w): k for c, n, w, k in rows}
+
+    def kind_of(cluster: str, namespace: str | None, workload: str | None) -> str | None:
+        return kinds.get((cluster, namespace, workload))
+
+    return kind_of

@@ -35,6 +35,7 @@ def _root(
 # Command groups register themselves; the list is the CLI's table of contents.
 _COMMAND_MODULES = [
     "cli.commands.demo",
+    "cli.commands.demo_cluster",
     "cli.commands.build",
     "cli.commands.ingest",
     "cli.commands.check",
