@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio.to_thread
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -29,7 +30,7 @@ from changes.teams import TeamOf, warehouse_team_resolver
 from gpufinops.appdb import open_app_db
 from gpufinops.settings import Settings
 
-__all__ = ["create_app", "BodyLimitMiddleware", "refreshing_team_resolver"]
+__all__ = ["create_app", "BodyLimitMiddleware", "WarehouseScopeMiddleware", "refreshing_team_resolver"]
 
 API_VERSION = "1"
 
@@ -113,6 +114,21 @@ class _TooLarge(Exception):
     pass
 
 
+class WarehouseScopeMiddleware:
+    """Enters ``WarehouseReader.request_scope`` for every HTTP request (see api.warehouse)."""
+
+    def __init__(self, app: ASGIApp, warehouse: WarehouseReader) -> None:
+        self.app = app
+        self.warehouse = warehouse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with self.warehouse.request_scope():
+            await self.app(scope, receive, send)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -143,6 +159,7 @@ def create_app(
     )
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = api.threadpool_size
         yield
         ctx.warehouse.close()
         engine.dispose()
@@ -163,6 +180,7 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, limit=api.max_body_bytes)
+    app.add_middleware(WarehouseScopeMiddleware, warehouse=ctx.warehouse)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     return app

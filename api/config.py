@@ -67,6 +67,9 @@ class ApiSettings(BaseModel):
     kube_context: str | None = None
     # default window of GET /v1/workloads/{id}/cost when ?window= is absent
     default_cost_window: str = "7d"
+    # worker threads the (sync) route functions run on; few threads contend less for the GIL, and the
+    # warehouse and app DB queries release it while they run
+    threadpool_size: int = Field(default=8, ge=1, le=256)
 
     def tokens_path(self, settings: Settings) -> Path:
         env = os.environ.get(TOKENS_FILE_ENV)

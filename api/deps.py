@@ -14,6 +14,7 @@ from typing import Annotated, Any, cast
 from fastapi import Depends, Request
 from fastapi.security import HTTPBearer
 from sqlalchemy import Engine
+from starlette.concurrency import run_in_threadpool
 
 from api.auth import Authenticator
 from api.config import ApiSettings
@@ -70,7 +71,9 @@ class _LazyKube:
         return getattr(self._ctx.kube(), name)
 
 
-def get_ctx(request: Request) -> ApiContext:
+# The two dependencies below are ``async`` so that FastAPI calls them on the event loop: a plain ``def``
+# dependency costs a hop to the threadpool (and a wait for a free worker under load) on every request.
+async def get_ctx(request: Request) -> ApiContext:
     ctx: ApiContext = request.app.state.ctx
     return ctx
 
@@ -78,8 +81,13 @@ def get_ctx(request: Request) -> ApiContext:
 CtxDep = Annotated[ApiContext, Depends(get_ctx)]
 
 
-def current_actor(request: Request, ctx: CtxDep, _creds: Annotated[Any, Depends(bearer)]) -> Actor:
-    return ctx.auth.authenticate(request.headers.get("authorization"))
+async def current_actor(request: Request, ctx: CtxDep, _creds: Annotated[Any, Depends(bearer)]) -> Actor:
+    """The caller. An embedded token is checked inline (a stat of the tokens file and one SHA-256 per
+    entry); OIDC may fetch the identity provider's JWKS, which blocks, so it runs in the threadpool."""
+    header = request.headers.get("authorization")
+    if ctx.auth.oidc is not None:
+        return await run_in_threadpool(ctx.auth.authenticate, header)
+    return ctx.auth.authenticate(header)
 
 
 ActorDep = Annotated[Actor, Depends(current_actor)]

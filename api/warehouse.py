@@ -1,9 +1,18 @@
 """The API's reads of the warehouse marts (read-only DuckDB), scoped by the caller's teams.
 
-One shared read-only connection per app, a fresh cursor per request (safe across the threadpool).
-DuckDB lets one process write or many read, so the connection is closed after ``idle_close_s`` without
-a query (``gpufinops build`` can then write) and reopened, also when the file was replaced. Every
-filter value travels as a bound parameter, never inside the SQL text.
+``gpufinops build`` rewrites the file from another process, and DuckDB lets one process write or many
+read, so an idle API must hold no connection. The app's middleware brackets every request in
+``request_scope``: the first query of a request opens a read-only connection, the requests in flight at
+the same time share it (a cursor each, safe across the threadpool), and the last request to finish closes
+it. No connection is open while no request is. (A connection per request would be the same for the file
+lock, but opening a DuckDB database costs about 25-40 ms of CPU with the GIL held, whatever its size,
+against about 0.4 ms for a cursor; under load that reopening was the whole cost.)
+
+What never changes for one version of the file is cached under its stamp (inode, mtime and size, and
+those of its WAL), so a rebuild invalidates it: the tables, the first/last hour and day, the workload index
+(id -> cluster, namespace, kind, name, team), and the hours with data per day of the workloads asked
+about. Windows of whole days read ``fct_workload_daily`` (a per-day sum of the hourly mart) instead of
+``fct_gpu_allocation_hourly``. Every filter value travels as a bound parameter, never inside the SQL text.
 """
 
 from __future__ import annotations
@@ -11,18 +20,18 @@ from __future__ import annotations
 import os
 import re
 import threading
-import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
 from gpufinops.appdb.ids import workload_id
-from gpufinops.errors import BadRequest, ConfigError
+from gpufinops.errors import BadRequest, ConfigError, TransientError
 from gpufinops.warehouse import connect
 
 __all__ = ["WarehouseReader", "WorkloadRef", "parse_window", "MAX_WINDOW"]
@@ -65,90 +74,208 @@ def _utc(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value)).astimezone(UTC)
 
 
+def _day(value: Any) -> date | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    return date.fromisoformat(str(value)[:10])
+
+
+Stamp = tuple[int, int, int, int, int]
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """What one version of the warehouse file says once and never changes (cached by its stamp)."""
+
+    stamp: Stamp
+    tables: frozenset[str]
+    last_hour: datetime | None
+    first_hour: datetime | None
+    daily_first_day: date | None
+    daily_last_day: date | None
+
+
+@dataclass
+class _Shared:
+    """The open read-only connection, the file version it was opened on, and its cursors in use."""
+
+    con: duckdb.DuckDBPyConnection
+    stamp: Stamp
+    users: int = 0
+
+
 class WarehouseReader:
-    def __init__(self, path: Path | str, *, idle_close_s: float = 30.0) -> None:
+    """Read-only queries of the warehouse; see the module docstring for the connection rules.
+
+    ``use_daily`` False always reads the hourly mart (the tests compare both paths);
+    ``hours_cache_size`` bounds the per-workload hours-with-data cache of the daily path."""
+
+    def __init__(self, path: Path | str, *, use_daily: bool = True, hours_cache_size: int = 4096) -> None:
         self.path = str(path)
-        self.idle_close_s = idle_close_s
+        self.use_daily = use_daily
+        self.hours_cache_size = hours_cache_size
+        self.connections_opened = 0
         self._lock = threading.Lock()
-        self._con: duckdb.DuckDBPyConnection | None = None
-        self._stamp: tuple[int, int] | None = None
-        self._users = 0
-        self._last_used = time.monotonic()
+        self._facts: _Facts | None = None
         self._index: dict[str, WorkloadRef] | None = None
-        self._index_stamp: tuple[int, int] | None = None
-        self._closed = threading.Event()
-        threading.Thread(target=self._idle_loop, name="api-warehouse-idle-close", daemon=True).start()
+        self._index_stamp: Stamp | None = None
+        self._hours: OrderedDict[tuple[str, str, str, str], dict[date, int]] = OrderedDict()
+        self._hours_stamp: Stamp | None = None
+        self._in_flight = 0
+        self._shared: _Shared | None = None
 
     # ------------------------------------------------------------------ connection
-    def _file_stamp(self) -> tuple[int, int]:
+    def _file_stamp(self) -> Stamp:
+        """(inode, mtime, size) of the file and (mtime, size) of its WAL: any rebuild changes it."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError as exc:
             raise ConfigError(f"warehouse {self.path} does not exist yet; run `gpufinops build` first") from exc
-        return (st.st_ino, st.st_mtime_ns)
+        try:
+            wal = os.stat(self.path + ".wal")
+            wal_stamp = (wal.st_mtime_ns, wal.st_size)
+        except FileNotFoundError:
+            wal_stamp = (0, 0)
+        return (st.st_ino, st.st_mtime_ns, st.st_size, *wal_stamp)
+
+    def _open(self, stamp: Stamp) -> _Shared:
+        try:
+            con = connect(self.path, read_only=True)
+        except duckdb.IOException as exc:
+            raise TransientError(
+                f"warehouse {self.path} cannot be opened now (is `gpufinops build` writing it?): {exc}"
+            ) from exc
+        try:
+            # global: every cursor of this connection starts in UTC (a per-cursor SET costs ~0.3 ms)
+            con.execute("set global TimeZone = 'UTC'")
+        except BaseException:
+            con.close()
+            raise
+        self.connections_opened += 1
+        return _Shared(con, stamp)
 
     @contextmanager
-    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        with self._lock:
-            stamp = self._file_stamp()
-            if self._con is not None and stamp != self._stamp and self._users == 0:
-                self._con.close()
-                self._con = None
-            if self._con is None:
-                self._con = connect(self.path, read_only=True)
-                self._con.execute("set TimeZone = 'UTC'")
-                self._stamp = stamp
-            self._users += 1
-            cur = self._con.cursor()
+    def request_scope(self) -> Iterator[None]:
+        """Brackets one API request (the app's middleware enters it, on the event loop's thread). While
+        any request is in flight the warehouse connection opened by one of them is shared by all (a
+        cursor each); when the last one ends it is closed, so an idle API holds no lock on the file.
+
+        The count changes without the lock: only the event loop's thread changes it, and blocking that
+        thread on a lock the worker threads hold would stall every request."""
+        self._in_flight += 1
         try:
-            cur.execute("set TimeZone = 'UTC'")
+            yield
+        finally:
+            self._in_flight -= 1
+            if self._in_flight == 0 and self._shared is not None:
+                done = None
+                with self._lock:
+                    shared = self._shared
+                    if self._in_flight == 0 and shared is not None and shared.users == 0:
+                        done, self._shared = shared, None
+                if done is not None:
+                    done.con.close()
+
+    @contextmanager
+    def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A read-only cursor of the connection shared by the requests in flight (opened if none is);
+        outside any request scope, a connection of its own, closed after use."""
+        with self._cursor() as (cur, _stamp):
             yield cur
+
+    @contextmanager
+    def _cursor(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, Stamp]]:
+        """``connection`` and the stamp of the file version the cursor reads."""
+        stamp = self._file_stamp()
+        stale = None
+        with self._lock:
+            shared = self._shared
+            if shared is None or shared.stamp != stamp:
+                # a replaced file gets a new connection; the old one closes when its last cursor is done
+                if shared is not None and shared.users == 0:
+                    stale = shared
+                shared = self._open(stamp)
+                self._shared = shared
+            shared.users += 1
+            try:
+                cur = shared.con.cursor()
+            except BaseException:
+                shared.users -= 1
+                raise
+        if stale is not None:
+            stale.con.close()
+        try:
+            yield cur, shared.stamp
         finally:
             cur.close()
             with self._lock:
-                self._users -= 1
-                self._last_used = time.monotonic()
+                shared.users -= 1
+                close = shared.users == 0 and (shared is not self._shared or self._in_flight == 0)
+                if close and shared is self._shared:
+                    self._shared = None
+            if close:
+                shared.con.close()
 
-    def _idle_loop(self) -> None:
-        while not self._closed.wait(min(5.0, self.idle_close_s)):
-            with self._lock:
-                if (self._con is not None and self._users == 0
-                        and time.monotonic() - self._last_used >= self.idle_close_s):
-                    self._con.close()
-                    self._con = None
+    def holds_connection(self) -> bool:
+        """Whether a warehouse connection is open now (it is only while a request is in flight)."""
+        with self._lock:
+            return self._shared is not None
 
     def close(self) -> None:
-        self._closed.set()
+        """Close the shared connection if one is open and forget every cached lookup."""
         with self._lock:
-            if self._con is not None:
-                self._con.close()
-                self._con = None
+            shared, self._shared = self._shared, None
+            self._facts = None
+            self._index = self._index_stamp = None
+            self._hours.clear()
+            self._hours_stamp = None
+        if shared is not None:
+            shared.con.close()
 
     def readable(self) -> bool:
-        with self.cursor() as cur:
-            cur.execute("select 1").fetchone()
+        with self.connection() as con:
+            con.execute("select 1").fetchone()
         return True
 
-    @staticmethod
-    def _has_table(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
-        row = cur.execute(
-            "select count(*) from information_schema.tables where table_name = ?", [name]
-        ).fetchone()
-        return bool(row and row[0])
+    def _facts_of(self, con: duckdb.DuckDBPyConnection, stamp: Stamp) -> _Facts:
+        """The tables and hour/day bounds of the file version ``con`` reads (``stamp``)."""
+        facts = self._facts
+        if facts is not None and facts.stamp == stamp:
+            return facts
+        tables = frozenset(str(r[0]) for r in con.execute(
+            "select table_name from information_schema.tables where table_schema = current_schema()"
+        ).fetchall())
+        first = last = None
+        if "fct_gpu_allocation_hourly" in tables:
+            row = con.execute("select min(hour), max(hour) from fct_gpu_allocation_hourly").fetchone()
+            first, last = (_utc(row[0]), _utc(row[1])) if row else (None, None)
+        d_first = d_last = None
+        if "fct_workload_daily" in tables:
+            row = con.execute("select min(day), max(day) from fct_workload_daily").fetchone()
+            d_first, d_last = (_day(row[0]), _day(row[1])) if row else (None, None)
+        facts = _Facts(stamp, tables, last, first, d_first, d_last)
+        with self._lock:
+            self._facts = facts
+        return facts
 
     # ------------------------------------------------------------------ workloads and teams
     def workload_index(self) -> dict[str, WorkloadRef]:
         """Every discovered workload by id (cached until the warehouse file changes)."""
-        stamp = self._file_stamp()
-        if self._index is not None and self._index_stamp == stamp:
-            return self._index
-        with self.cursor() as cur:
-            if self._has_table(cur, "dim_workload"):
-                rows = cur.execute(
+        index, stamp = self._index, self._index_stamp
+        if index is not None and stamp == self._file_stamp():
+            return index
+        with self._cursor() as (con, stamp):
+            facts = self._facts_of(con, stamp)
+            if "dim_workload" in facts.tables:
+                rows = con.execute(
                     "select cluster, namespace, workload_kind, workload, team, tenant, tier from dim_workload"
                 ).fetchall()
             else:
-                rows = cur.execute(
+                rows = con.execute(
                     "select cluster, namespace, workload_kind, workload, any_value(team), any_value(tenant), "
                     "any_value(tier) from fct_gpu_allocation_hourly group by all"
                 ).fetchall()
@@ -158,58 +285,74 @@ class WarehouseReader:
                 continue
             wid = workload_id(cluster, ns, kind, name)
             index[wid] = WorkloadRef(wid, cluster, ns, kind, name, team, tenant, tier)
-        self._index, self._index_stamp = index, stamp
+        with self._lock:
+            self._index, self._index_stamp = index, facts.stamp
         return index
 
     def namespaces(self) -> list[tuple[str, str, str | None]]:
         """(cluster, namespace, team) of every namespace the warehouse knows, sorted."""
-        with self.cursor() as cur:
+        with self._cursor() as (con, stamp):
+            tables = self._facts_of(con, stamp).tables
             parts = []
-            if self._has_table(cur, "dim_workload"):
+            if "dim_workload" in tables:
                 parts.append("select cluster, namespace, team from dim_workload")
-            if self._has_table(cur, "fct_showback_daily"):
+            if "fct_showback_daily" in tables:
                 parts.append("select cluster, namespace, team from fct_showback_daily "
                              "where namespace not in ('(unallocated)', '(overhead)')")
             if not parts:
                 return []
-            rows = cur.execute(
+            rows = con.execute(
                 f"select cluster, namespace, mode(team) from ({' union all '.join(parts)}) "
                 "where cluster is not null and namespace is not null group by 1, 2 order by 1, 2"
             ).fetchall()
         return [(str(c), str(n), t) for c, n, t in rows]
 
     def clusters(self) -> list[str]:
-        with self.cursor() as cur:
-            rows = cur.execute("select distinct cluster from fct_cluster_capacity_hourly order by 1").fetchall()
+        with self.connection() as con:
+            rows = con.execute("select distinct cluster from fct_cluster_capacity_hourly order by 1").fetchall()
         return [str(r[0]) for r in rows]
 
     def last_hour(self) -> datetime | None:
-        with self.cursor() as cur:
-            row = cur.execute("select max(hour) from fct_gpu_allocation_hourly").fetchone()
-        return _utc(row[0]) if row else None
+        with self._cursor() as (con, stamp):
+            return self._facts_of(con, stamp).last_hour
 
     # ------------------------------------------------------------------ product reads
     def workload_cost(self, cluster: str, namespace: str, kind: str, name: str,
                       window: timedelta) -> dict[str, Any]:
-        """Cost of one workload over ``window`` ending at the warehouse's last hour."""
-        with self.cursor() as cur:
-            last = cur.execute("select max(hour) from fct_gpu_allocation_hourly").fetchone()
-            last_hour = _utc(last[0]) if last else None
-            if last_hour is None:
+        """Cost of one workload over ``window`` ending at the warehouse's last hour.
+
+        A window of whole days that ends at midnight UTC reads ``fct_workload_daily`` (a plain per-day sum
+        of the hourly mart, so the same numbers) when that mart covers the hourly one's days; any other
+        window reads ``fct_gpu_allocation_hourly``."""
+        key = (cluster, namespace, kind, name)
+        with self._cursor() as (con, stamp):
+            facts = self._facts_of(con, stamp)
+            if facts.last_hour is None:
                 return {"cost_usd": 0.0, "idle_pct": None, "gpu_hours": 0.0, "window_start": None,
                         "window_end": None}
-            end = last_hour + timedelta(hours=1)
+            end = facts.last_hour + timedelta(hours=1)
             start = end - window
-            row = cur.execute(
-                "select coalesce(sum(total_cost_usd), 0), coalesce(sum(gpu_hours), 0), "
-                "coalesce(sum(idle_gpu_hours), 0), coalesce(sum(utilized_gpu_hours), 0), "
-                "coalesce(sum(idle_cost_usd), 0), coalesce(sum(gpu_cost_usd), 0), count(distinct hour) "
-                "from fct_gpu_allocation_hourly where cluster = ? and namespace = ? and workload_kind = ? "
-                "and workload = ? and hour >= ? and hour < ?",
-                [cluster, namespace, kind, name, start, end],
-            ).fetchone()
+            sums = ("coalesce(sum(total_cost_usd), 0), coalesce(sum(gpu_hours), 0), "
+                    "coalesce(sum(idle_gpu_hours), 0), coalesce(sum(utilized_gpu_hours), 0), "
+                    "coalesce(sum(idle_cost_usd), 0), coalesce(sum(gpu_cost_usd), 0)")
+            where = "cluster = ? and namespace = ? and workload_kind = ? and workload = ?"
+            if self._daily_covers(facts, start, end):
+                row = con.execute(
+                    f"select {sums} from fct_workload_daily where {where} and day >= ? and day < ?",
+                    [*key, start.date(), end.date()],
+                ).fetchone()
+                by_day = self._hours_by_day(con, facts.stamp, key)
+                hours = sum(n for d, n in by_day.items() if start.date() <= d < end.date())
+            else:
+                row = con.execute(
+                    f"select {sums}, count(distinct hour) from fct_gpu_allocation_hourly where {where} "
+                    "and hour >= ? and hour < ?",
+                    [*key, start, end],
+                ).fetchone()
+                assert row is not None
+                row, hours = row[:6], row[6]
         assert row is not None
-        cost, gpu_h, idle_h, used_h, idle_cost, gpu_cost, hours = row
+        cost, gpu_h, idle_h, used_h, idle_cost, gpu_cost = row
         return {
             "cost_usd": round(float(cost), 2),
             "idle_pct": round(float(idle_h) / float(gpu_h), 4) if gpu_h else None,
@@ -223,8 +366,55 @@ class WarehouseReader:
             "window_end": end.isoformat(),
         }
 
+    def cost_source(self, window: timedelta) -> str | None:
+        """The mart ``workload_cost`` reads for ``window`` (None when the warehouse has no hours)."""
+        with self._cursor() as (con, stamp):
+            facts = self._facts_of(con, stamp)
+        if facts.last_hour is None:
+            return None
+        end = facts.last_hour + timedelta(hours=1)
+        return "fct_workload_daily" if self._daily_covers(facts, end - window, end) else "fct_gpu_allocation_hourly"
+
+    def _daily_covers(self, facts: _Facts, start: datetime, end: datetime) -> bool:
+        """Whether [start, end) is whole UTC days that ``fct_workload_daily`` holds exactly as the hourly mart."""
+        if not self.use_daily or facts.daily_last_day is None or facts.daily_first_day is None:
+            return False
+        if (start.hour, start.minute, start.second, start.microsecond) != (0, 0, 0, 0):
+            return False
+        if (end.hour, end.minute, end.second, end.microsecond) != (0, 0, 0, 0):
+            return False
+        assert facts.last_hour is not None and facts.first_hour is not None
+        # the daily mart was built from the same hourly rows: same first and last day
+        return (facts.daily_last_day == facts.last_hour.date()
+                and facts.daily_first_day == facts.first_hour.date())
+
+    def _hours_by_day(self, con: duckdb.DuckDBPyConnection, stamp: Stamp,
+                      key: tuple[str, str, str, str]) -> dict[date, int]:
+        """Distinct hours with data per UTC day of one workload (the daily mart does not keep them);
+        read once per workload and file version, kept in a bounded LRU."""
+        with self._lock:
+            if self._hours_stamp != stamp:
+                self._hours.clear()
+                self._hours_stamp = stamp
+            found = self._hours.get(key)
+            if found is not None:
+                self._hours.move_to_end(key)
+                return found
+        rows = con.execute(
+            "select cast(hour as date), count(distinct hour) from fct_gpu_allocation_hourly where cluster = ? "
+            "and namespace = ? and workload_kind = ? and workload = ? group by 1",
+            list(key),
+        ).fetchall()
+        by_day = {day: int(n) for d, n in rows if (day := _day(d)) is not None}
+        with self._lock:
+            if self._hours_stamp == stamp:
+                self._hours[key] = by_day
+                while len(self._hours) > self.hours_cache_size:
+                    self._hours.popitem(last=False)
+        return by_day
+
     def capacity_latest(self, cluster: str) -> dict[str, Any] | None:
-        with self.cursor() as cur:
+        with self.connection() as cur:
             row = cur.execute(
                 "select hour, gpu_capacity, gpu_allocated, gpu_unallocated, fragmentation_gpus, fragmentation_rate, "
                 "nodes_in_use, nodes_lower_bound from fct_cluster_capacity_hourly where cluster = ? "
@@ -261,7 +451,7 @@ class WarehouseReader:
                 return []
             where += f" and team in ({', '.join('?' for _ in teams)})"
             params += list(teams)
-        with self.cursor() as cur:
+        with self.connection() as cur:
             rows = cur.execute(
                 f"select {keys}, sum(gpu_hours), sum(idle_gpu_hours), sum(direct_cost_usd), sum(idle_cost_usd), "
                 f"sum(shared_cost_usd), sum(chargeback_usd) from fct_showback_daily where {where} "

@@ -1,12 +1,17 @@
 """A bounded load test of the API on loopback: N concurrent clients (asyncio + httpx) against a uvicorn
-server for S seconds, on GET /v1/workloads/{id}/cost; prints requests, req/s, p50/p95/p99 ms, errors
-as a markdown row.
+server for S seconds, on GET /v1/workloads/{id}/cost; prints requests, req/s, p50/p95/p99 ms, errors,
+the CPU each side used and the server's peak RSS, as a markdown row.
 
-    python -m bench.api_load [--home DIR] [--clients 200] [--seconds 20] [--path PATH]
+    python -m bench.api_load [--home DIR] [--clients 200] [--seconds 20] [--client httpx|raw]
+                             [--client-procs 1] [--server-threads N] [--path PATH]
 
-Without ``--home`` it builds the dashboards' mini test warehouse and app DB in a temp folder. The
-server runs in a child process (so client and server do not share one event loop); a token with the
-finance role is created for the run.
+Without ``--home`` it builds the dashboards' mini test warehouse and app DB in a temp folder. With
+``--home`` the warehouse is read in place (read-only) and the app DB is copied to the temp folder, so the
+home is not modified. The server runs in a child process (client and server never share a process or an
+event loop) and is warmed up before the clock starts; a token with the finance role is created for the
+run in a temp tokens file. ``--client-procs K`` splits the clients over K client processes, for when one
+Python client process is the bottleneck: the CPU columns say which side saturates (a side near 100% of
+one core is the limit; the server is one process, so its threads share one GIL).
 """
 
 from __future__ import annotations
@@ -15,18 +20,21 @@ import argparse
 import asyncio
 import importlib.util
 import multiprocessing
+import os
+import shutil
 import socket
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-__all__ = ["main", "run_load"]
+__all__ = ["main", "run_load", "run_load_raw", "percentile"]
 
 _ROOT = Path(__file__).resolve().parents[1]
+_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _free_port() -> int:
@@ -35,13 +43,16 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _serve(home: str, port: int) -> None:
+def _serve(home: str, port: int, app_db_url: str | None, threads: int | None) -> None:
     import uvicorn
 
     from api.app import create_app
+    from api.config import load_api_settings
     from gpufinops.settings import Settings
 
-    uvicorn.run(create_app(Settings(home=Path(home))), host="127.0.0.1", port=port, log_level="warning",
+    settings = Settings(home=Path(home), app_db_url=app_db_url)
+    api = load_api_settings(settings, threadpool_size=threads)
+    uvicorn.run(create_app(settings, api_settings=api), host="127.0.0.1", port=port, log_level="warning",
                 access_log=False)
 
 
@@ -59,7 +70,7 @@ def _pick_path(home: Path) -> str:
     from gpufinops.appdb.ids import workload_id
     from gpufinops.warehouse import connect
 
-    con = connect(home / "warehouse.duckdb")
+    con = connect(home / "warehouse.duckdb", read_only=True)
     try:
         row = con.execute("select cluster, namespace, workload_kind, workload from fct_gpu_allocation_hourly "
                           "group by all order by sum(total_cost_usd) desc limit 1").fetchone()
@@ -69,33 +80,141 @@ def _pick_path(home: Path) -> str:
     return f"/v1/workloads/{workload_id(*row)}/cost?window=7d"
 
 
-async def run_load(base: str, path: str, token: str, clients: int, seconds: float) -> dict[str, float]:
+def percentile(sorted_values: list[float], q: float) -> float:
+    """The nearest-rank ``q`` quantile (0..1) of an ascending list; 0 when empty."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, min(len(sorted_values), int(-(-q * len(sorted_values) // 1))))
+    return sorted_values[rank - 1]
+
+
+def _proc_cpu_s(pid: int) -> float | None:
+    """user + system CPU seconds of a process (all its threads), from /proc; None where there is no /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _proc_peak_rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+async def run_load(base: str, path: str, token: str, clients: int, seconds: float,
+                   warmup_s: float = 0.0) -> dict[str, Any]:
+    """``clients`` workers each sending one request after another for ``warmup_s`` (not counted), then
+    ``seconds``; latencies of the requests started in the measured window, errors = non-200 or failed."""
     latencies: list[float] = []
     errors = 0
-    deadline = time.perf_counter() + seconds
+    sent = 0
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=base, headers={"Authorization": f"Bearer {token}"}, limits=limits,
-                                 timeout=30.0) as client:
+                                 timeout=60.0) as client:
+        t_warm = time.perf_counter()
+        t_start = t_warm + warmup_s
+        deadline = t_start + seconds
 
         async def worker() -> None:
-            nonlocal errors
-            while time.perf_counter() < deadline:
-                t0 = time.perf_counter()
+            nonlocal errors, sent
+            while (t0 := time.perf_counter()) < deadline:
+                sent += 1
                 try:
                     r = await client.get(path)
                     ok = r.status_code == 200
                 except httpx.HTTPError:
                     ok = False
-                latencies.append(time.perf_counter() - t0)
-                if not ok:
-                    errors += 1
+                if t0 >= t_start:
+                    latencies.append(time.perf_counter() - t0)
+                    if not ok:
+                        errors += 1
 
-        t_start = time.perf_counter()
+        cpu0 = time.process_time()
         await asyncio.gather(*(worker() for _ in range(clients)))
         elapsed = time.perf_counter() - t_start
-    qs = statistics.quantiles(latencies, n=100) if len(latencies) >= 2 else [latencies[0] if latencies else 0.0] * 99
-    return {"requests": len(latencies), "seconds": elapsed, "rps": len(latencies) / elapsed if elapsed else 0.0,
-            "p50_ms": qs[49] * 1000, "p95_ms": qs[94] * 1000, "p99_ms": qs[98] * 1000, "errors": errors}
+        cpu = time.process_time() - cpu0
+    return {"latencies": latencies, "errors": errors, "seconds": elapsed, "client_cpu_s": cpu, "sent": sent}
+
+
+async def run_load_raw(base: str, path: str, token: str, clients: int, seconds: float,
+                       warmup_s: float = 0.0) -> dict[str, Any]:
+    """``run_load`` with a minimal HTTP/1.1 keep-alive client on asyncio streams instead of httpx: about a
+    tenth of httpx's CPU per request, so one client process does not limit the server it measures."""
+    host, port = base.split("//", 1)[1].rsplit(":", 1)
+    request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
+               "Accept: application/json\r\n\r\n").encode()
+    latencies: list[float] = []
+    errors = 0
+    sent = 0
+    t_start = time.perf_counter() + warmup_s
+    deadline = t_start + seconds
+
+    async def worker() -> None:
+        nonlocal errors, sent
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            while (t0 := time.perf_counter()) < deadline:
+                sent += 1
+                try:
+                    writer.write(request)
+                    head = await reader.readuntil(b"\r\n\r\n")
+                    lines = head.split(b"\r\n")
+                    status = int(lines[0].split()[1])
+                    length = next(int(v) for k, _, v in (ln.partition(b":") for ln in lines[1:])
+                                  if k.strip().lower() == b"content-length")
+                    await reader.readexactly(length)
+                    ok = status == 200
+                except (OSError, asyncio.IncompleteReadError, ValueError, StopIteration):
+                    ok = False
+                    writer.close()
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                if t0 >= t_start:
+                    latencies.append(time.perf_counter() - t0)
+                    if not ok:
+                        errors += 1
+        finally:
+            writer.close()
+
+    cpu0 = time.process_time()
+    await asyncio.gather(*(worker() for _ in range(clients)))
+    return {"latencies": latencies, "errors": errors, "seconds": time.perf_counter() - t_start,
+            "client_cpu_s": time.process_time() - cpu0, "sent": sent}
+
+
+def _load(raw: bool, *args: Any) -> dict[str, Any]:
+    return asyncio.run((run_load_raw if raw else run_load)(*args))
+
+
+def _client_proc(raw: bool, base: str, path: str, token: str, clients: int, seconds: float, warmup_s: float,
+                 start_at: float, out: Any) -> None:
+    time.sleep(max(0.0, start_at - time.time()))
+    out.put(_load(raw, base, path, token, clients, seconds, warmup_s))
+
+
+def _measure(raw: bool, base: str, path: str, token: str, clients: int, seconds: float, warmup_s: float,
+             procs: int) -> dict[str, Any]:
+    if procs <= 1:
+        return _load(raw, base, path, token, clients, seconds, warmup_s)
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    start_at = time.time() + 2.0  # every process starts its clock together
+    shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
+    workers = [ctx.Process(target=_client_proc, args=(raw, base, path, token, n, seconds, warmup_s, start_at, out))
+               for n in shares if n]
+    for w in workers:
+        w.start()
+    parts = [out.get() for _ in workers]
+    for w in workers:
+        w.join()
+    return {"latencies": [x for p in parts for x in p["latencies"]], "errors": sum(p["errors"] for p in parts),
+            "seconds": max(p["seconds"] for p in parts), "client_cpu_s": sum(p["client_cpu_s"] for p in parts),
+            "sent": sum(p["sent"] for p in parts)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,26 +222,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", type=Path, help="a gpufinops home (default: the mini test warehouse in a temp dir)")
     ap.add_argument("--clients", type=int, default=200)
     ap.add_argument("--seconds", type=float, default=20.0)
-    ap.add_argument("--path", help="the request path (default: the cost of the costliest workload)")
+    ap.add_argument("--warmup", type=float, default=3.0, help="seconds of load before the clock starts")
+    ap.add_argument("--client-procs", type=int, default=1, help="client processes the clients are split over")
+    ap.add_argument("--client", choices=["httpx", "raw"], default="httpx",
+                    help="httpx.AsyncClient, or a minimal HTTP/1.1 client on asyncio streams (far less client CPU)")
+    ap.add_argument("--server-threads", type=int, help="the server's threadpool (default: api.threadpool_size)")
+    ap.add_argument("--path", help="the request path (default: the cost of the costliest workload, window 7d)")
     args = ap.parse_args(argv)
     from api.auth import TokenStore
 
     with tempfile.TemporaryDirectory(prefix="gpufinops-api-bench-") as tmp:
-        home = args.home or Path(tmp) / "home"
+        app_db_url = None
         if args.home is None:
+            home = Path(tmp) / "home"
             _mini_home(home)
+        else:
+            home = args.home
+            if not (home / "warehouse.duckdb").exists():
+                print(f"no warehouse at {home / 'warehouse.duckdb'}; run `gpufinops build` first", file=sys.stderr)
+                return 2
+            if (home / "app.db").exists():
+                shutil.copy2(home / "app.db", Path(tmp) / "app.db")
+            app_db_url = f"sqlite:///{Path(tmp) / 'app.db'}"
         tokens = Path(tmp) / "bench-tokens.yaml"
         token = TokenStore(tokens).create("bench", ["finance"])
         path = args.path or _pick_path(home)
         port = _free_port()
-        import os
-
         os.environ["GPUFINOPS_API_TOKENS_FILE"] = str(tokens)
-        proc = multiprocessing.get_context("spawn").Process(target=_serve, args=(str(home), port), daemon=True)
-        proc.start()
+        server = multiprocessing.get_context("spawn").Process(
+            target=_serve, args=(str(home), port, app_db_url, args.server_threads), daemon=True)
+        server.start()
+        assert server.pid is not None
         base = f"http://127.0.0.1:{port}"
         try:
-            for _ in range(300):
+            for _ in range(600):
                 try:
                     if httpx.get(base + "/healthz", timeout=1).status_code in (200, 503):
                         break
@@ -131,15 +264,31 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 print("the API server did not start", file=sys.stderr)
                 return 1
-            res = asyncio.run(run_load(base, path, token, args.clients, args.seconds))
+            first = httpx.get(base + path, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            if first.status_code != 200:
+                print(f"GET {path} answered {first.status_code}: {first.text[:500]}", file=sys.stderr)
+                return 1
+            cpu0, wall0 = _proc_cpu_s(server.pid), time.perf_counter()
+            res = _measure(args.client == "raw", base, path, token, args.clients, args.seconds, args.warmup, args.client_procs)
+            cpu1, wall = _proc_cpu_s(server.pid), time.perf_counter() - wall0
+            rss = _proc_peak_rss_mb(server.pid)
         finally:
-            proc.terminate()
-            proc.join(10)
-    print("| endpoint | clients | seconds | requests | req/s | p50 ms | p95 ms | p99 ms | errors |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print(f"| GET {path.split('?')[0].rsplit('/', 2)[0]}/{{id}}/cost | {args.clients} | {res['seconds']:.1f} | "
-          f"{int(res['requests'])} | {res['rps']:.0f} | {res['p50_ms']:.1f} | {res['p95_ms']:.1f} | "
-          f"{res['p99_ms']:.1f} | {int(res['errors'])} |")
+            server.terminate()
+            server.join(10)
+    lat = sorted(res["latencies"])
+    n, secs = len(lat), res["seconds"]
+    # CPU over the whole run (warm-up included) as a share of one core: 100% = one core busy all along
+    server_pct = f"{(cpu1 - cpu0) / wall * 100:.0f}%" if cpu0 is not None and cpu1 is not None else "n/a"
+    # server CPU per request, warm-up requests included (they are in the CPU figure too)
+    per_req = f"{(cpu1 - cpu0) / res['sent'] * 1000:.1f}" if cpu0 is not None and cpu1 is not None else "n/a"
+    client_pct = f"{res['client_cpu_s'] / (secs + args.warmup) * 100:.0f}%"
+    print("| endpoint | client | clients | client procs | seconds | requests | req/s | p50 ms | p95 ms | p99 ms | errors "
+          "| server CPU | server CPU ms/req | client CPU | server peak RSS MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rss_txt = f"{rss:.0f}" if rss is not None else "n/a"
+    print(f"| GET /v1/workloads/{{id}}/cost?window=7d | {args.client} | {args.clients} | {args.client_procs} | {secs:.1f} | {n} | "
+          f"{n / secs if secs else 0:.0f} | {percentile(lat, 0.50) * 1000:.1f} | {percentile(lat, 0.95) * 1000:.1f} | "
+          f"{percentile(lat, 0.99) * 1000:.1f} | {res['errors']} | {server_pct} | {per_req} | {client_pct} | {rss_txt} |")
     return 0 if res["errors"] == 0 else 1
 
 
