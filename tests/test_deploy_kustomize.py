@@ -201,14 +201,20 @@ def test_team_reports_with_no_teams_listed_send_nothing(prod, tmp_path) -> None:
     assert proc.returncode == 0 and calls == [] and "no team reports" in proc.stdout
 
 
-def test_only_the_ingester_gets_an_api_token(rendered: list[dict[str, Any]]) -> None:
+def test_only_the_ingester_and_the_api_get_an_api_token(rendered: list[dict[str, Any]]) -> None:
+    names = set()
     for name, spec in _pod_specs(rendered):
+        names.add(name)
         if name == "gpufinops-ingest":
             assert spec["serviceAccountName"] == "gpufinops-ingester"
+            assert spec["automountServiceAccountToken"] is True
+        elif name == "gpufinops-api":  # applies approved changes: the controller's account
+            assert spec["serviceAccountName"] == "gpufinops-controller"
             assert spec["automountServiceAccountToken"] is True
         else:
             assert spec["serviceAccountName"] == "gpufinops", name
             assert spec["automountServiceAccountToken"] is False, name
+    assert {"gpufinops-ingest", "gpufinops-api", "gpufinops-dashboard"} <= names
 
 
 def test_pods_are_hardened_and_share_the_home(rendered: list[dict[str, Any]]) -> None:
