@@ -58,6 +58,7 @@ def bench_scale(scale: str, spec: dict[str, int]) -> list[StageResult]:
         results.append(run_stage("recommender", scale, _cli(home, "recommend", "--dry-run"),
                                  detail="every strategy over the warehouse and lake, nothing written"))
     results.append(_page_times(home, scale))
+    results.append(_api_load(scale, home))
     for name in HEAVY_QUERIES:
         proc = subprocess.run([sys.executable, "-m", "bench.query_stage", str(home / "warehouse.duckdb"), name],
                               capture_output=True, text=True)
@@ -98,6 +99,26 @@ def _page_times(home: Path, scale: str) -> StageResult:
                        "median of 5, all queries of a page, no cache: " + ", ".join(f"{k} {v:.0f} ms" for k, v in pages_ms.items()))
 
 
+def _api_load(scale: str, home: Path | None) -> StageResult:
+    """200 concurrent clients on the cost endpoint for 20 s (uvicorn in its own process, loopback)."""
+    argv = [sys.executable, "-m", "bench.api_load", "--clients", "200", "--seconds", "20", "--client", "raw"]
+    if home is not None:
+        argv += ["--home", str(home)]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    lines = proc.stdout.splitlines()
+    rows = [line for line in lines if line.startswith("| GET ")]
+    heads = [line for line in lines if line.startswith("| endpoint ")]
+    if not rows or not heads:
+        return StageResult("API load, cost endpoint", scale, 0, 0, False, (proc.stderr or proc.stdout)[-300:])
+    cells = [c.strip() for c in rows[-1].strip("|").split("|")]
+    header = [c.strip() for c in heads[-1].strip("|").split("|")]
+    row = dict(zip(header, cells, strict=False))
+    # ok = no failed request (api_load exits 1 when any failed)
+    return StageResult("API load, cost endpoint (200 clients, 20 s)", scale, float(row.get("seconds", 0) or 0), 0,
+                       proc.returncode == 0,
+                       ", ".join(f"{k} {v}" for k, v in row.items() if k not in ("endpoint", "seconds")))
+
+
 def _extras() -> list[StageResult]:
     """Benchmarks that do not depend on a scale: PromQL vs warehouse, openb consolidation."""
     out = []
@@ -107,6 +128,7 @@ def _extras() -> list[StageResult]:
     code_cons = "import json; from bench.consolidation_openb import main; r=main(); print(json.dumps(r, default=str)); open('bench/out/consolidation_openb.json','w').write(json.dumps(r, default=str, indent=2))"
     out.append(run_stage("consolidation, openb 1,213 nodes", "openb", [sys.executable, "-c", code_cons],
                          detail="see bench/out/consolidation_openb.json"))
+    out.append(_api_load("mini test warehouse", None))
     return out
 
 
