@@ -109,6 +109,8 @@ WORKLOAD_KINDS = frozenset({
 NODE_KINDS = frozenset({"consolidate_nodes", "cordon_drain_node", "set_mig_config"})
 TARGET_KINDS = frozenset({
     "Deployment", "StatefulSet", "Job", "CronJob", "HorizontalPodAutoscaler", "NodePool", "Node",
+    # the custom workloads GPU clusters run (Kubeflow, Ray, KServe); the controller patches them
+    "Notebook", "PyTorchJob", "RayJob", "InferenceService",
 })
 
 
