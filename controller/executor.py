@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from controller.kube import KubeClient, KubeError, KubeNotFound, KubeUnavailable
@@ -73,7 +74,8 @@ class Executor:
             raise KubeNotFound(f"change {cid}: its target {target_kind} {ns}/{name} does not exist in the "
                                f"cluster ({exc})", status=404) from exc
         objects[path] = target
-        view: dict[str, Any] = {"target": target}
+        # "now": the time a Notebook's stop annotation carries (the planner stays free of clocks)
+        view: dict[str, Any] = {"target": target, "now": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
         if kind in ("set_autoscaling", "scale_to_zero_window") and target_kind in ("Deployment", "StatefulSet"):
             hpas = self.kube.list_all(f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers")
             for hpa in hpas:

@@ -11,6 +11,11 @@ and behaves like the API server where the controller depends on it:
   ``generation`` when the spec changes);
 - the result of every write is validated with ``kubernetes-validate`` (strict) and refused with 422
   like admission would; a Job's pod template is immutable (422), as on a real server;
+- the custom kinds (Kubeflow ``Notebook`` / ``PyTorchJob``, ``RayJob``, KServe ``InferenceService``) at
+  their real paths (``/apis/kubeflow.org/v1/namespaces/NS/notebooks/NAME`` ...): merge and JSON patches
+  only (a strategic merge is 415, as for any CR); kubernetes-validate has no schemas for them, so
+  ``validate_object`` validates their metadata and every embedded pod template (as a core/v1
+  PodTemplate) strictly, plus the types of the fields the controller sets (suspend, replicas);
 - POST ``pods/<name>/eviction``: 429 + ``Retry-After`` while a covering PDB allows no disruption, or
   from a scripted sequence; a granted eviction deletes the pod;
 - ``fail(...)`` injects an error status for a given request; ``after_write`` hooks mutate what was stored;
@@ -36,8 +41,10 @@ from urllib.parse import parse_qs, urlsplit
 import kubernetes_validate
 from kubernetes import client as k8s_client
 
+from controller.crds import CUSTOM_KINDS, CUSTOM_RESOURCES, custom_prefix, pod_templates
+
 __all__ = ["FakeKubeAPI", "Fault", "PatchError", "Recorded", "SERVED_KINDS", "apply_patch", "iter_objects",
-           "object_path", "originals_equal"]
+           "object_path", "originals_equal", "validate_object"]
 
 # kind -> (API prefix, plural, namespaced): what the server holds
 SERVED_KINDS: dict[str, tuple[str, str, bool]] = {
@@ -49,6 +56,7 @@ SERVED_KINDS: dict[str, tuple[str, str, bool]] = {
     "Node": ("/api/v1", "nodes", False),
     "Pod": ("/api/v1", "pods", True),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    **{k: (custom_prefix(k), plural, True) for k, (_, _, plural) in CUSTOM_RESOURCES.items()},
 }
 _CONTENT_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
@@ -70,6 +78,64 @@ def object_path(obj: dict[str, Any]) -> str:
 
 class PatchError(Exception):
     """An unappliable patch (the server answers 422)."""
+
+
+# (pointer parts, expected type(s), minimum) of the custom kinds' own fields the controller writes
+_CR_FIELDS: dict[str, list[tuple[tuple[str, ...], type | tuple[type, ...], int | None]]] = {
+    "PyTorchJob": [(("spec", "runPolicy", "suspend"), bool, None)],
+    "RayJob": [(("spec", "suspend"), bool, None)],
+    "InferenceService": [(("spec", "predictor", "minReplicas"), int, 0), (("spec", "predictor", "maxReplicas"), int, 0)],
+}
+
+
+def _check_custom(obj: dict[str, Any], k8s_version: str) -> None:
+    kind = obj["kind"]
+    meta = obj.get("metadata") or {}
+    group, version, _ = CUSTOM_RESOURCES[kind]
+    if obj.get("apiVersion") != f"{group}/{version}":
+        raise ValueError(f"apiVersion: {obj.get('apiVersion')!r} is not {group}/{version}")
+    for path, types, minimum in _CR_FIELDS.get(kind, []):
+        cur: Any = obj
+        for part in path:
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is None:
+            continue
+        if not isinstance(cur, types) or (types is int and isinstance(cur, bool)):
+            raise ValueError(f"{'.'.join(path)}: {cur!r} is not a {getattr(types, '__name__', types)}")
+        if minimum is not None and cur < minimum:
+            raise ValueError(f"{'.'.join(path)}: {cur!r} is below {minimum}")
+    if kind == "InferenceService":
+        pred = (obj.get("spec") or {}).get("predictor") or {}
+        lo, hi = pred.get("minReplicas"), pred.get("maxReplicas")
+        if isinstance(lo, int) and isinstance(hi, int) and hi > 0 and lo > hi:
+            raise ValueError(f"spec.predictor: minReplicas {lo} is above maxReplicas {hi}")
+    if kind == "PyTorchJob":
+        for name, rs in ((obj.get("spec") or {}).get("pytorchReplicaSpecs") or {}).items():
+            if name not in ("Master", "Worker") or not isinstance((rs or {}).get("replicas", 1), int):
+                raise ValueError(f"spec.pytorchReplicaSpecs.{name}: unknown replica type or replicas not an integer")
+    templates = pod_templates(kind, obj)
+    if not templates:
+        raise ValueError("no pod template")
+    for where, template in templates:
+        holder = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": meta, "template": template}
+        try:
+            kubernetes_validate.validate(holder, k8s_version, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            at = ".".join(str(p) for p in exc.path)
+            at = at.replace("template.", f"{where.removesuffix('.spec')}.", 1) if at.startswith("template.") else at
+            raise ValueError(f"{at}: {exc.message}") from None
+
+
+def validate_object(obj: dict[str, Any], k8s_version: str = "1.30") -> None:
+    """Raise ``ValueError`` naming the field when ``obj`` is not valid: built-in kinds with
+    kubernetes-validate (strict), custom kinds by their metadata, pod templates and written fields."""
+    if obj.get("kind") in CUSTOM_KINDS:
+        _check_custom(obj, k8s_version)
+        return
+    try:
+        kubernetes_validate.validate(obj, k8s_version, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        raise ValueError(f"{'.'.join(str(p) for p in exc.path)}: {exc.message}") from None
 
 
 # -- patches ----------------------------------------------------------------------------------------
@@ -388,7 +454,7 @@ class FakeKubeAPI:
         if obj is None:
             return _Reply(404, _status(404, "NotFound", f"{rec.path} not found"))
         patch_type = _CONTENT_TYPES.get(rec.content_type or "")
-        if patch_type is None:
+        if patch_type is None or (patch_type == "strategic" and obj["kind"] in CUSTOM_KINDS):
             return _Reply(415, _status(415, "UnsupportedMediaType", f"the body of type {rec.content_type} is unsupported"))
         try:
             new = apply_patch(obj, rec.body, patch_type)
@@ -401,11 +467,10 @@ class FakeKubeAPI:
                                        "spec.template: Invalid value: field is immutable"))
         if self.validate:
             try:
-                kubernetes_validate.validate(new, self.k8s_version, strict=True)
-            except kubernetes_validate.ValidationError as exc:
-                where = ".".join(str(p) for p in exc.path)
+                validate_object(new, self.k8s_version)
+            except ValueError as exc:
                 return _Reply(422, _status(422, "Invalid", f"{obj['kind']} {obj['metadata']['name']} is invalid: "
-                                           f"{where}: {exc.message}"))
+                                           f"{exc}"))
         if not rec.dry_run:
             self._rv += 1
             new["metadata"]["resourceVersion"] = str(self._rv)

@@ -7,6 +7,11 @@ only on 429 (the server did nothing), so a 5xx or 422 on a write surfaces at onc
 rolls back. An eviction refused with 429 (a PodDisruptionBudget allows no disruption now) is retried
 after ``Retry-After`` until ``eviction_max_attempts`` / ``eviction_max_wait_s``, then gives up with
 a message naming the budget.
+
+Custom objects (Kubeflow Notebook / PyTorchJob, RayJob, KServe InferenceService; ``controller.crds``)
+go through ``kubernetes.client.CustomObjectsApi`` (``get_namespaced_custom_object`` /
+``patch_namespaced_custom_object`` with ``dry_run="All"`` and the patch's explicit content type:
+merge or JSON patch, a CR has no strategic merge), read raw, with the same retries and errors.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import email.utils
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +29,7 @@ from typing import Any
 
 import urllib3
 from kubernetes import client as k8s_client
+from kubernetes.client.exceptions import ApiException
 
 from gpufinops.errors import TerminalError, TransientError
 
@@ -45,6 +52,9 @@ CONTENT_TYPES = {
     "json": "application/json-patch+json",
 }
 _RETRY_AFTER_CAP_S = 300.0
+_CUSTOM_PATH = re.compile(r"^/apis/(?P<group>[^/]+\.[^/]+)/(?P<version>[^/]+)/namespaces/(?P<namespace>[^/]+)/"
+                          r"(?P<plural>[^/]+)/(?P<name>[^/]+)$")
+_CUSTOM_GROUPS = frozenset({"kubeflow.org", "ray.io", "serving.kserve.io"})
 
 
 class KubeError(TerminalError):
@@ -237,6 +247,9 @@ class KubeClient:
 
     def _send(self, method: str, path: str, query: list[tuple[str, Any]], body: Any,
               content_type: str) -> tuple[int, Any, bytes]:
+        cr = _CUSTOM_PATH.match(path)
+        if cr and cr["group"] in _CUSTOM_GROUPS and method in ("GET", "PATCH"):
+            return self._send_custom(method, cr.groupdict(), query, body, content_type)
         headers = {"Accept": "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type
@@ -246,6 +259,26 @@ class KubeClient:
                                  _request_timeout=(self.settings.connect_timeout_s, self.settings.read_timeout_s))
         raw = resp.read()
         return resp.status, resp.headers, raw or b""
+
+    def _send_custom(self, method: str, where: dict[str, str], query: list[tuple[str, Any]], body: Any,
+                     content_type: str) -> tuple[int, Any, bytes]:
+        """A namespaced custom object through ``CustomObjectsApi``, the raw response (or error) kept."""
+        api = k8s_client.CustomObjectsApi(self.api)
+        timeout = (self.settings.connect_timeout_s, self.settings.read_timeout_s)
+        args = (where["group"], where["version"], where["namespace"], where["plural"], where["name"])
+        resp: Any
+        try:
+            if method == "GET":
+                resp = api.get_namespaced_custom_object(*args, _preload_content=False, _request_timeout=timeout)
+            else:
+                dry_run = "All" if ("dryRun", "All") in query else None
+                resp = api.patch_namespaced_custom_object(*args, body=body, dry_run=dry_run,
+                                                          _content_type=content_type, _preload_content=False,
+                                                          _request_timeout=timeout)
+        except ApiException as exc:
+            raw = exc.body.encode() if isinstance(exc.body, str) else (exc.body or b"")
+            return int(exc.status or 0), exc.headers or {}, raw
+        return int(resp.status), resp.headers, resp.data or b""
 
     def _error(self, status: int, data: bytes, what: str) -> KubeError:
         message, reason, _ = _message(data)

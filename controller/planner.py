@@ -11,6 +11,9 @@ Op types per change kind (docs/controller.md has the table):
   Deployment / StatefulSet / Job / CronJob (jobTemplate);
 - reclaim_idle_gpu: scale a Deployment / StatefulSet to 0, suspend a Job / CronJob;
 - scale_to_zero_window / set_autoscaling: HPA min/max (merge patch) or the workload's replicas;
+- the custom kinds (``controller.crds``: Kubeflow Notebook / PyTorchJob, RayJob, KServe
+  InferenceService) get JSON patches of every pod template they embed (containers by index, guarded by
+  ``test`` ops on the names) and merge patches for stop / suspend / min-max: a CR has no strategic merge;
 - consolidate_nodes / cordon_drain_node: cordon every node first, then policy/v1 Evictions of the
   pods on them (DaemonSet and mirror pods stay; ``karpenter.sh/do-not-disrupt`` refuses the plan);
 - set_mig_config: the ``nvidia.com/mig.config`` label on every node of the pool (merge patch).
@@ -23,8 +26,19 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from controller.crds import (
+    CUSTOM_KINDS,
+    CUSTOM_RESOURCES,
+    NOTEBOOK_STOPPED,
+    ContainerSlot,
+    PodSpecSlot,
+    container_slots,
+    custom_prefix,
+    pod_spec_slots,
+)
 from gpufinops.errors import InputError, TerminalError
 from ingest.k8s.providers import node_pool_of
 from ingest.quantity import parse_quantity
@@ -68,6 +82,7 @@ _RESOURCES: dict[str, tuple[str, str, bool]] = {
     "Node": ("/api/v1", "nodes", False),
     "Pod": ("/api/v1", "pods", True),
     "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    **{k: (custom_prefix(k), plural, True) for k, (_, _, plural) in CUSTOM_RESOURCES.items()},
 }
 _TEMPLATE_SPEC: dict[str, tuple[str, ...]] = {
     "Deployment": ("spec", "template", "spec"),
@@ -76,6 +91,13 @@ _TEMPLATE_SPEC: dict[str, tuple[str, ...]] = {
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 _SCALABLE = ("Deployment", "StatefulSet")
+# how a template change reaches the pods of a CR (the description says so)
+_RESTART_NOTE = {
+    "Notebook": "; the notebook controller rolls its StatefulSet: the notebook restarts",
+    "PyTorchJob": "; a running job keeps its pods: takes effect when they are recreated (restart / resume)",
+    "RayJob": "; a running job keeps its RayCluster: takes effect on the next run (or suspend + resume)",
+    "InferenceService": "; KServe rolls out a new predictor revision",
+}
 _SUSPENDABLE = ("Job", "CronJob")
 _LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb(?:\.[a-z0-9+]+)?$")
@@ -164,18 +186,21 @@ def format_memory(n_bytes: float) -> str:
     return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
 
 
-def _nest(path: tuple[str, ...], leaf: Any) -> dict[str, Any]:
+def _nest(path: tuple[str | int, ...], leaf: Any) -> dict[str, Any]:
     out: Any = leaf
     for part in reversed(path):
-        out = {part: out}
+        out = {str(part): out}
     return dict(out)
 
 
-def _get(obj: Any, path: tuple[str, ...]) -> Any:
+def _get(obj: Any, path: tuple[str | int, ...]) -> Any:
     for part in path:
-        if not isinstance(obj, Mapping):
+        if isinstance(part, int):
+            obj = obj[part] if isinstance(obj, list) and part < len(obj) else None
+        elif not isinstance(obj, Mapping):
             return None
-        obj = obj.get(part)
+        else:
+            obj = obj.get(part)
     return obj
 
 
@@ -245,6 +270,9 @@ def _where(c: _Change) -> str:
 
 
 # -- container resources --------------------------------------------------------------------------
+Resources = dict[str, dict[str, str | None]]
+
+
 def _containers(c: _Change, target: Mapping[str, Any]) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
     spec_path = template_spec_path(c.target_kind)
     containers = _get(target, (*spec_path, "containers"))
@@ -253,11 +281,29 @@ def _containers(c: _Change, target: Mapping[str, Any]) -> tuple[tuple[str, ...],
     return spec_path, containers
 
 
-def _pick_container(c: _Change, containers: list[dict[str, Any]], name: str | None,
-                    holding: str | None = None) -> int:
-    names = [str(x.get("name")) for x in containers]
+def _groups(c: _Change, target: Mapping[str, Any]) -> list[list[ContainerSlot]]:
+    """The containers of every pod template of the target, one list per template."""
+    if c.target_kind in CUSTOM_KINDS:
+        groups = [g for g in container_slots(c.target_kind, target) if g]
+        if not groups:
+            raise PlanError(f"{_where(c)} has no containers in its pod templates")
+        return groups
+    spec_path, containers = _containers(c, target)
+    group = PodSpecSlot(spec_path, "")
+    return [[ContainerSlot((*spec_path, "containers", i), str(x.get("name")), x, group)
+             for i, x in enumerate(containers)]]
+
+
+def _pick_container(c: _Change, containers: list[Mapping[str, Any]], name: str | None,
+                    holding: str | None = None, *, optional: bool = False,
+                    names: list[str] | None = None) -> int | None:
+    """The index of the container to change; ``optional``: None when this template lacks the named
+    container or one holding the resource (another template of the object may have it)."""
+    names = names or [str(x.get("name")) for x in containers]
     if name:
         if name not in names:
+            if optional:
+                return None
             raise PlanError(f"{_where(c)} has no container {name!r} (containers: {', '.join(names)})")
         return names.index(name)
     if holding:
@@ -266,6 +312,8 @@ def _pick_container(c: _Change, containers: list[dict[str, Any]], name: str | No
         if len(idx) == 1:
             return idx[0]
         if not idx:
+            if optional:
+                return None
             raise PlanError(f"no container of {_where(c)} requests {holding}")
         raise PlanError(f"several containers of {_where(c)} request {holding} "
                         f"({', '.join(names[i] for i in idx)}); name one in proposed.container")
@@ -275,18 +323,80 @@ def _pick_container(c: _Change, containers: list[dict[str, Any]], name: str | No
                     "name one in proposed.container")
 
 
-def _resources_op(c: _Change, target: Mapping[str, Any], idx: int, containers: list[dict[str, Any]],
-                  spec_path: tuple[str, ...], resources: dict[str, dict[str, str | None]], what: str) -> Op:
-    """A strategic-merge patch of one container's resources (None deletes a key)."""
-    name = str(containers[idx]["name"])
-    body = _nest(spec_path, {"containers": [{"name": name, "resources": resources}]})
-    base: tuple[str | int, ...] = (*spec_path, "containers", idx)
-    expect = {pointer(*base, "resources", section, res): value
-              for section, values in resources.items() for res, value in values.items()}
+def _picks(c: _Change, groups: list[list[ContainerSlot]], name: str | None,
+           holding: str | None = None) -> list[ContainerSlot]:
+    """One container per template: every template of a CR that has the named (or GPU-holding) one."""
+    if len(groups) == 1:
+        idx = _pick_container(c, [s.container for s in groups[0]], name, holding, names=[s.name for s in groups[0]])
+        assert idx is not None
+        return [groups[0][idx]]
+    out = []
+    for g in groups:
+        idx = _pick_container(c, [s.container for s in g], name, holding, optional=True, names=[s.name for s in g])
+        if idx is not None:
+            out.append(g[idx])
+    if not out:
+        names = ", ".join(sorted({s.name for g in groups for s in g}))
+        what = f"no container {name!r}" if name else f"no container requesting {holding}"
+        raise PlanError(f"{_where(c)} has {what} in any of its pod templates (containers: {names})")
+    return out
+
+
+def _slot_guards(slot: ContainerSlot) -> dict[str, Any]:
+    guards = {pointer(*p): v for p, v in slot.group.guards}
+    if isinstance(slot.path[-1], int):
+        guards[pointer(*slot.path, "name")] = slot.name
+    return guards
+
+
+def _json_resources(slot: ContainerSlot, resources: Resources) -> list[dict[str, Any]]:
+    """RFC 6902 ops setting (None: removing) resource keys of one container, parents created as needed."""
+    cur = slot.container.get("resources")
+    if not isinstance(cur, Mapping):
+        new = {s: {k: v for k, v in vals.items() if v is not None} for s, vals in resources.items()}
+        return [{"op": "add", "path": pointer(*slot.path, "resources"), "value": {s: v for s, v in new.items() if v}}]
+    ops: list[dict[str, Any]] = []
+    for section, vals in resources.items():
+        have = cur.get(section)
+        if not isinstance(have, Mapping):
+            add = {k: v for k, v in vals.items() if v is not None}
+            if add:
+                ops.append({"op": "add", "path": pointer(*slot.path, "resources", section), "value": add})
+            continue
+        for key, value in vals.items():
+            ptr = pointer(*slot.path, "resources", section, key)
+            if value is not None:
+                ops.append({"op": "add", "path": ptr, "value": value})  # add replaces an existing member
+            elif key in have:
+                ops.append({"op": "remove", "path": ptr})
+    return ops
+
+
+def _resources_op(c: _Change, changes: list[tuple[ContainerSlot, Resources, str]]) -> Op:
+    """Built-ins: a strategic-merge patch of one container (merged by name; None deletes a key).
+    Custom kinds: one JSON patch over every template, ``test`` ops guarding the list indexes first."""
+    expect: dict[str, Any] = {}
+    guards: dict[str, Any] = {}
+    for slot, resources, _ in changes:
+        expect.update({pointer(*slot.path, "resources", section, res): value
+                       for section, values in resources.items() for res, value in values.items()})
+        guards.update(_slot_guards(slot))
+    description = f"{_where(c)}: " + "; ".join(
+        f"{slot.group.label + ': ' if slot.group.label else ''}container {slot.name}: {what}" for slot, _, what in changes
+    ) + _RESTART_NOTE.get(c.target_kind, "")
+    body: Any
+    if c.target_kind in CUSTOM_KINDS:
+        patch_type = "json"
+        body = [{"op": "test", "path": p, "value": v} for p, v in sorted(guards.items())]
+        for slot, resources, _ in changes:
+            body.extend(_json_resources(slot, resources))
+    else:
+        ((slot, resources, _),) = changes
+        patch_type = "strategic"
+        body = _nest(slot.group.path, {"containers": [{"name": slot.name, "resources": resources}]})
     return Op(verb="patch", api_path=api_path(c.target_kind, c.namespace, c.target_name), kind=c.target_kind,
-              namespace=c.namespace, name=c.target_name, patch_type="strategic", body=body, reversible=True,
-              description=f"{_where(c)}: container {name}: {what}", expect=expect,
-              guards={pointer(*base, "name"): name})
+              namespace=c.namespace, name=c.target_name, patch_type=patch_type, body=body, reversible=True,
+              description=description, expect=expect, guards=guards)
 
 
 def _number(value: Any, where: str) -> float:
@@ -299,18 +409,9 @@ def _number(value: Any, where: str) -> float:
 
 def _rightsize_cpu_mem(c: _Change, live: Mapping[str, Any] | None) -> list[Op]:
     p = c.proposed
-    target = _target(c, live)
-    spec_path, containers = _containers(c, target)
-    idx = _pick_container(c, containers, p.get("container"))
-    res = containers[idx].get("resources") or {}
-    limits = res.get("limits") or {}
     requests: dict[str, str] = {}
-    new_limits: dict[str, str] = {}
     if p.get("cpu") is not None:
-        cores = _number(p["cpu"], "proposed.cpu")
-        requests["cpu"] = format_cpu(cores)
-        if "cpu" in limits and parse_quantity(limits["cpu"]) < parse_quantity(requests["cpu"]):
-            new_limits["cpu"] = requests["cpu"]  # a request above the limit is invalid: raise the limit
+        requests["cpu"] = format_cpu(_number(p["cpu"], "proposed.cpu"))
     mem_bytes: float | None = None
     if p.get("memory") is not None:
         mem_bytes = _number(p["memory"], "proposed.memory")
@@ -318,34 +419,40 @@ def _rightsize_cpu_mem(c: _Change, live: Mapping[str, Any] | None) -> list[Op]:
         mem_bytes = _number(p["mem_gb"], "proposed.mem_gb") * 2**30
     if mem_bytes is not None:
         requests["memory"] = format_memory(mem_bytes)
-        if "memory" in limits and parse_quantity(limits["memory"]) < parse_quantity(requests["memory"]):
-            new_limits["memory"] = requests["memory"]
     if not requests:
         raise PlanError(f"change {c.id}: proposed has neither cpu nor memory (nor mem_gb)")
-    resources: dict[str, dict[str, str | None]] = {"requests": dict(requests)}
-    if new_limits:
-        resources["limits"] = dict(new_limits)
-    what = "requests " + ", ".join(f"{k}={v}" for k, v in requests.items())
-    if new_limits:
-        what += "; limits raised to " + ", ".join(f"{k}={v}" for k, v in new_limits.items())
-    return [_resources_op(c, target, idx, containers, spec_path, resources, what)]
+    target = _target(c, live)
+    changes = []
+    for slot in _picks(c, _groups(c, target), p.get("container")):
+        limits = (slot.container.get("resources") or {}).get("limits") or {}
+        new_limits = {k: v for k, v in requests.items()  # a request above the limit is invalid: raise the limit
+                      if k in limits and parse_quantity(limits[k]) < parse_quantity(v)}
+        resources: Resources = {"requests": dict(requests)}
+        if new_limits:
+            resources["limits"] = dict(new_limits)
+        what = "requests " + ", ".join(f"{k}={v}" for k, v in requests.items())
+        if new_limits:
+            what += "; limits raised to " + ", ".join(f"{k}={v}" for k, v in new_limits.items())
+        changes.append((slot, resources, what))
+    return [_resources_op(c, changes)]
 
 
 def _swap_gpu_resource(c: _Change, live: Mapping[str, Any] | None, new_resource: str, count: int, what: str) -> Op:
     target = _target(c, live)
-    spec_path, containers = _containers(c, target)
     old = str(c.current.get("resource") or WHOLE_GPU)
-    idx = _pick_container(c, containers, c.proposed.get("container"), holding=old)
-    res = containers[idx].get("resources") or {}
-    resources: dict[str, dict[str, str | None]] = {}
-    for section in ("limits", "requests"):
-        values = res.get(section) or {}
-        if old in values or section == "limits":  # extended resources live in limits; requests default to them
-            change: dict[str, str | None] = {new_resource: str(count)}
-            if old != new_resource and old in values:
-                change[old] = None  # strategic merge: null deletes the key
-            resources[section] = change
-    return _resources_op(c, target, idx, containers, spec_path, resources, what)
+    changes = []
+    for slot in _picks(c, _groups(c, target), c.proposed.get("container"), holding=old):
+        res = slot.container.get("resources") or {}
+        resources: Resources = {}
+        for section in ("limits", "requests"):
+            values = res.get(section) or {}
+            if old in values or section == "limits":  # extended resources live in limits; requests default to them
+                change: dict[str, str | None] = {new_resource: str(count)}
+                if old != new_resource and old in values:
+                    change[old] = None  # null deletes the key
+                resources[section] = change
+        changes.append((slot, resources, what))
+    return _resources_op(c, changes)
 
 
 def _count(value: Any, where: str, minimum: int = 1) -> int:
@@ -384,14 +491,32 @@ def _move_to_spot(c: _Change, live: Mapping[str, Any] | None) -> list[Op]:
     if not isinstance(selector, Mapping) or not all(isinstance(v, str) for v in selector.values()):
         raise PlanError(f"proposed.node_selector must map label keys to strings, got {selector!r}")
     target = _target(c, live)
-    spec_path = template_spec_path(c.target_kind)
-    _containers(c, target)
-    body = _nest(spec_path, {"nodeSelector": dict(selector)})
-    expect = {pointer(*spec_path, "nodeSelector", k): v for k, v in selector.items()}
+    _groups(c, target)  # a pod template must be there
+    shown = ", ".join(f"{k}={v}" for k, v in selector.items())
+    if c.target_kind not in CUSTOM_KINDS:
+        spec_path = template_spec_path(c.target_kind)
+        body: Any = _nest(spec_path, {"nodeSelector": dict(selector)})
+        expect = {pointer(*spec_path, "nodeSelector", k): v for k, v in selector.items()}
+        return [Op(verb="patch", api_path=api_path(c.target_kind, c.namespace, c.target_name), kind=c.target_kind,
+                   namespace=c.namespace, name=c.target_name, patch_type="strategic", body=body, reversible=True,
+                   description=f"{_where(c)}: nodeSelector {shown}", expect=expect)]
+    # every pod template of the CR (each PyTorchJob replica, every Ray group): one JSON patch
+    slots = [s for s in pod_spec_slots(c.target_kind, target) if isinstance(_get(target, s.path), Mapping)]
+    guards = {pointer(*p): v for s in slots for p, v in s.guards}
+    body = [{"op": "test", "path": p, "value": v} for p, v in sorted(guards.items())]
+    expect = {}
+    for s in slots:
+        have = _get(target, s.path).get("nodeSelector")
+        if isinstance(have, Mapping):
+            body.extend({"op": "add", "path": pointer(*s.path, "nodeSelector", k), "value": v} for k, v in selector.items())
+        else:
+            body.append({"op": "add", "path": pointer(*s.path, "nodeSelector"), "value": dict(selector)})
+        expect.update({pointer(*s.path, "nodeSelector", k): v for k, v in selector.items()})
+    labels = ", ".join(s.label for s in slots if s.label)
     return [Op(verb="patch", api_path=api_path(c.target_kind, c.namespace, c.target_name), kind=c.target_kind,
-               namespace=c.namespace, name=c.target_name, patch_type="strategic", body=body, reversible=True,
-               description=f"{_where(c)}: nodeSelector " + ", ".join(f"{k}={v}" for k, v in selector.items()),
-               expect=expect)]
+               namespace=c.namespace, name=c.target_name, patch_type="json", body=body, reversible=True,
+               description=f"{_where(c)}: nodeSelector {shown}" + (f" ({labels})" if labels else "")
+               + _RESTART_NOTE.get(c.target_kind, ""), expect=expect, guards=guards)]
 
 
 # -- replicas and autoscaling ---------------------------------------------------------------------
@@ -432,12 +557,66 @@ def _reclaim_idle(c: _Change, live: Mapping[str, Any] | None) -> list[Op]:
                           f"{_where(c)} (training without checkpoints is never stopped); nothing to apply")
     if action not in ("reclaim", "stop", "stop_notebook"):
         raise PlanError(f"proposed.action {action!r} of reclaim_idle_gpu is unknown")
+    if c.target_kind in CUSTOM_KINDS:
+        return [_stop_custom(c, live)]
     if c.target_kind in _SUSPENDABLE:
         return [Op(verb="patch", api_path=api_path(c.target_kind, c.namespace, c.target_name), kind=c.target_kind,
                    namespace=c.namespace, name=c.target_name, patch_type="merge", body={"spec": {"suspend": True}},
                    reversible=True, description=f"{_where(c)}: suspend (releases its GPUs; resume = rollback)",
                    expect={"/spec/suspend": True})]
     return [_scale(c, 0, "idle GPUs released")]
+
+
+def _merge_op(c: _Change, body: dict[str, Any], expect: dict[str, Any], what: str) -> Op:
+    return Op(verb="patch", api_path=api_path(c.target_kind, c.namespace, c.target_name), kind=c.target_kind,
+              namespace=c.namespace, name=c.target_name, patch_type="merge", body=body, reversible=True,
+              description=f"{_where(c)}: {what}", expect=expect)
+
+
+def _now(live: Mapping[str, Any] | None) -> str:
+    """RFC 3339 UTC time for the stop annotation: ``live["now"]`` (the executor's clock) or now."""
+    now = (live or {}).get("now")
+    if isinstance(now, str) and now:
+        return now
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _stop_custom(c: _Change, live: Mapping[str, Any] | None) -> Op:
+    """Reclaim a CR's GPUs the way its operator understands: stop annotation, suspend, or min 0."""
+    target = _target(c, live)
+    if c.target_kind == "Notebook":
+        when = _now(live)
+        already = (_get(target, ("metadata", "annotations")) or {}).get(NOTEBOOK_STOPPED)
+        return _merge_op(c, {"metadata": {"annotations": {NOTEBOOK_STOPPED: when}}},
+                         {pointer("metadata", "annotations", NOTEBOOK_STOPPED): when},
+                         f"stop: annotation {NOTEBOOK_STOPPED}={when} (the notebook controller scales it to 0 and "
+                         "releases its GPUs; start again = rollback)" + (f"; already stopped since {already}"
+                                                                          if already else ""))
+    if c.target_kind == "PyTorchJob":
+        return _merge_op(c, {"spec": {"runPolicy": {"suspend": True}}}, {"/spec/runPolicy/suspend": True},
+                         "suspend: runPolicy.suspend=true (the training operator deletes its pods; resume = rollback)")
+    if c.target_kind == "RayJob":
+        return _merge_op(c, {"spec": {"suspend": True}}, {"/spec/suspend": True},
+                         "suspend: spec.suspend=true (KubeRay deletes its RayCluster; resume = rollback)")
+    return _isvc_min_max(c, target, 0, None, "reclaim: minReplicas=0 (serving scales to zero when idle)")
+
+
+def _isvc_min_max(c: _Change, target: Mapping[str, Any], lo: int | None, hi: int | None, why: str) -> Op:
+    """KServe InferenceService: ``spec.predictor.minReplicas`` / ``maxReplicas`` (merge patch)."""
+    predictor = _get(target, ("spec", "predictor"))
+    if not isinstance(predictor, Mapping):
+        raise PlanError(f"{_where(c)} has no spec.predictor")
+    current_max = predictor.get("maxReplicas")
+    if lo is not None and hi is None and isinstance(current_max, int) and current_max > 0 and lo > current_max:
+        raise PlanError(f"proposed.min {lo} is above the predictor's maxReplicas {current_max}")
+    spec: dict[str, int] = {}
+    if lo is not None:
+        spec["minReplicas"] = lo
+    if hi is not None:
+        spec["maxReplicas"] = hi
+    return _merge_op(c, {"spec": {"predictor": spec}},
+                     {f"/spec/predictor/{k}": v for k, v in spec.items()},
+                     "predictor " + ", ".join(f"{k}={v}" for k, v in spec.items()) + f" ({why})")
 
 
 def _min_max(p: Mapping[str, Any]) -> tuple[int | None, int | None]:
@@ -454,6 +633,8 @@ def _min_max(p: Mapping[str, Any]) -> tuple[int | None, int | None]:
 
 def _set_autoscaling(c: _Change, live: Mapping[str, Any] | None) -> list[Op]:
     lo, hi = _min_max(c.proposed)
+    if c.target_kind == "InferenceService":
+        return [_isvc_min_max(c, _target(c, live), lo, hi, "autoscaling")]
     hpa = _hpa_name(c, live)
     if hpa is not None:
         if lo is not None and hi is None:
@@ -470,6 +651,8 @@ def _scale_to_zero_window(c: _Change, live: Mapping[str, Any] | None) -> list[Op
     p = c.proposed
     if p.get("action") == "set_min_replicas" or "scale_to_zero_utc_hours" not in p:
         lo = _count(p.get("min_replicas"), "proposed.min_replicas")
+        if c.target_kind == "InferenceService":
+            return [_isvc_min_max(c, _target(c, live), lo, None, "idle serving: fewer minimum replicas")]
         hpa = _hpa_name(c, live)
         if hpa is not None:
             return [_hpa_op(c, hpa, lo, None, "idle serving: fewer minimum replicas")]
@@ -478,6 +661,9 @@ def _scale_to_zero_window(c: _Change, live: Mapping[str, Any] | None) -> list[Op
         raise PlanError("an HPA's minReplicas cannot be 0 without the HPAScaleToZero feature gate; "
                         "target the Deployment / StatefulSet to scale it to zero")
     hours = p.get("scale_to_zero_utc_hours") or []
+    if c.target_kind == "InferenceService":
+        return [_isvc_min_max(c, _target(c, live), 0, None, f"idle serving window, UTC hours {hours[0]}-{hours[-1]}"
+                              if hours else "idle serving")]
     return [_scale(c, 0, f"idle serving window, UTC hours {hours[0]}-{hours[-1]}" if hours else "idle serving")]
 
 

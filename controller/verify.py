@@ -4,7 +4,9 @@
 shallowest ancestor that did not exist), plus the uid and node of every pod to evict.
 ``check_ops`` compares live objects with the ops' ``expect`` (quantities compared by value: the
 API server canonicalises them). ``restore_patch`` builds the RFC 6902 patch that puts exactly those
-fields back, guarded by ``test`` ops on container names so an index never points elsewhere.
+fields back, guarded by ``test`` ops on container names so an index never points elsewhere. A parent
+the change created (say ``metadata.annotations`` for a Notebook's stop annotation) is removed whole
+only when it holds nothing else now; otherwise just the keys the change set go.
 """
 
 from __future__ import annotations
@@ -90,8 +92,10 @@ def capture_prior(ops: list[Op], objects: Mapping[str, Mapping[str, Any]]) -> di
             continue
         entry = out["objects"].setdefault(op.object_path, {
             "kind": op.kind, "namespace": op.namespace, "name": op.name,
-            "resource_version": meta.get("resourceVersion"), "values": {}, "absent": [], "guards": {}})
+            "resource_version": meta.get("resourceVersion"), "values": {}, "absent": [], "guards": {}, "set": []})
         for ptr in op.expect:
+            if ptr not in entry["set"]:
+                entry["set"].append(ptr)
             value = resolve(obj, ptr)
             if value is _MISSING:
                 gone = _shallowest_missing(obj, ptr)
@@ -144,6 +148,20 @@ def _nested(toks: list[str], value: Any) -> Any:
     return value
 
 
+def _holds_only(value: Mapping[str, Any], leaves: list[list[str]]) -> bool:
+    """True when ``value`` holds nothing but the given leaves (and the dicts leading to them)."""
+    heads = {leaf[0] for leaf in leaves if leaf}
+    for key, sub in value.items():
+        if key not in heads:
+            return False
+        rest = [leaf[1:] for leaf in leaves if leaf and leaf[0] == key]
+        if any(not r for r in rest):
+            continue  # one of ours ends here
+        if not isinstance(sub, Mapping) or not _holds_only(sub, rest):
+            return False
+    return True
+
+
 def restore_patch(entry: Mapping[str, Any], current: Mapping[str, Any]) -> list[dict[str, Any]]:
     """RFC 6902 ops that put the prior values back into ``current`` and remove what did not exist."""
     ops: list[dict[str, Any]] = [{"op": "test", "path": p, "value": v} for p, v in sorted(entry["guards"].items())]
@@ -160,7 +178,16 @@ def restore_patch(entry: Mapping[str, Any], current: Mapping[str, Any]) -> list[
     for ptr in absent:
         if any(ptr == r or ptr.startswith(r + "/") for r in removed):
             continue
-        if resolve(current, ptr) is not _MISSING:
-            ops.append({"op": "remove", "path": ptr})
-            removed.append(ptr)
+        now = resolve(current, ptr)
+        if now is _MISSING:
+            continue
+        ours = [p for p in entry.get("set") or [] if p.startswith(ptr + "/")]
+        if ours and isinstance(now, Mapping) and not _holds_only(now, [tokens(p)[len(tokens(ptr)):] for p in ours]):
+            for leaf in sorted(ours):  # something else lives there now: take back only what we set
+                if resolve(current, leaf) is not _MISSING and not any(leaf.startswith(r + "/") for r in removed):
+                    ops.append({"op": "remove", "path": leaf})
+                    removed.append(leaf)
+            continue
+        ops.append({"op": "remove", "path": ptr})
+        removed.append(ptr)
     return ops if any(o["op"] != "test" for o in ops) else []
