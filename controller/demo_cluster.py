@@ -16,16 +16,19 @@ full demo):
   workloads not running right now find an object too;
 - an autoscaling/v2 **HorizontalPodAutoscaler** beside every serving Deployment.
 
-Kinds the controller cannot patch are represented by the built-in object that holds their pod
-template, under the workload's own name, annotated ``gpufinops.io/demo-stand-in-for``: a Kubeflow
-``Notebook`` is a StatefulSet (as the notebook controller makes it), a KServe ``InferenceService`` a
-Deployment, a ``PyTorchJob`` / ``RayJob`` a batch/v1 Job. Propose such changes with
-``--target-kind StatefulSet|Deployment|Job``. DaemonSet pods are served (drains skip them) but not their
-DaemonSet. Every object passes ``kubernetes-validate`` strict (tested).
+The custom kinds are served as themselves, at their real API paths (``controller.crds``), with the
+pod template of one of their pods: a Kubeflow ``Notebook`` (``spec.template``; stopped ones carry
+``kubeflow-resource-stopped``), a ``PyTorchJob`` (a Master replica, plus Workers when it has several
+pods), a ``RayJob`` (a head group without GPUs and one worker group with the pods' template) and a KServe
+``InferenceService`` (``spec.predictor.model`` holding ``kserve-container``'s resources, the injected
+``istio-proxy`` left out, min/max replicas around its pods). Their pods' ``ownerReferences`` point at
+them. DaemonSet pods are served (drains skip them) but not their DaemonSet. Every object passes
+``controller.fakeapi.validate_object`` (kubernetes-validate strict; for a CR, its pod templates) (tested).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import uuid
@@ -37,12 +40,11 @@ from typing import Any
 
 import duckdb
 
+from controller.crds import CUSTOM_KINDS, KSERVE_CONTAINER, NOTEBOOK_STOPPED, api_version
 from controller.fakeapi import FakeKubeAPI
 from gpufinops.errors import ConfigError, InputError
 
 __all__ = [
-    "DEMO_STAND_IN",
-    "STAND_INS",
     "DemoCluster",
     "DemoServer",
     "build_demo_cluster",
@@ -53,14 +55,11 @@ __all__ = [
     "stop_demo_servers",
 ]
 
-DEMO_STAND_IN = "gpufinops.io/demo-stand-in-for"
-# owner kind the ingester reports -> the built-in kind that holds the pod template in the demo cluster
-STAND_INS: dict[str, str] = {
-    "Notebook": "StatefulSet",
-    "InferenceService": "Deployment",
-    "PyTorchJob": "Job",
-    "RayJob": "Job",
-}
+# labels the operators put on pods (not part of the CR's template)
+_OPERATOR_LABEL_PREFIXES = ("training.kubeflow.org/", "ray.io/", "serving.kserve.io/")
+_OPERATOR_LABELS = ("notebook-name", "statefulset")
+_GPU_PREFIXES = ("nvidia.com/", "amd.com/gpu")
+_RAY_GROUP = re.compile(r"-([a-z0-9]+-group)-worker-")
 _BUILT_IN = {"Deployment": "apps/v1", "StatefulSet": "apps/v1", "Job": "batch/v1", "CronJob": "batch/v1"}
 _SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease", "monitoring", "gpu-operator"})
 _SAFE = re.compile(r"[^A-Za-z0-9.-]+")  # the lake writer's partition-name rule
@@ -350,16 +349,15 @@ def _template_labels(r: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _workload(cluster: str, r: Mapping[str, Any], snapshot_at: datetime) -> dict[str, Any] | None:
-    owner_kind, name, ns = r["owner_kind"], r["owner_name"], r["namespace"]
-    kind = STAND_INS.get(owner_kind, owner_kind)
+    kind, name, ns = r["owner_kind"], r["owner_name"], r["namespace"]
+    if kind in CUSTOM_KINDS:
+        return _custom(cluster, r, snapshot_at)
     if kind not in _BUILT_IN:
         return None
     labels = _template_labels(r)
     meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": _uid(cluster, ns, kind, name), "resourceVersion": "1",
                             "generation": 1, "creationTimestamp": _ts(r["start_time"] or snapshot_at),
                             "labels": dict(labels)}
-    if kind != owner_kind:
-        meta["annotations"] = {DEMO_STAND_IN: owner_kind}
     replicas = int(r["replicas"])
     restart = "Always" if kind in ("Deployment", "StatefulSet") else "OnFailure"
     template = {"metadata": {"labels": dict(labels)}, "spec": _pod_spec(r, name, restart)}
@@ -388,6 +386,65 @@ def _workload(cluster: str, r: Mapping[str, Any], snapshot_at: datetime) -> dict
                 "jobTemplate": {"metadata": {"labels": dict(labels)}, "spec": {"backoffLimit": 1, "template": template}}}
         status = {}
     return {"apiVersion": _BUILT_IN[kind], "kind": kind, "metadata": meta, "spec": spec, "status": status}
+
+
+def _custom(cluster: str, r: Mapping[str, Any], snapshot_at: datetime) -> dict[str, Any]:
+    """A Notebook / PyTorchJob / RayJob / InferenceService from one of its pods (see the module doc)."""
+    kind, name, ns = r["owner_kind"], r["owner_name"], r["namespace"]
+    labels = {k: v for k, v in _template_labels(r).items()
+              if not k.startswith(_OPERATOR_LABEL_PREFIXES) and k not in _OPERATOR_LABELS}
+    meta: dict[str, Any] = {"name": name, "namespace": ns, "uid": _uid(cluster, ns, kind, name), "resourceVersion": "1",
+                            "generation": 1, "creationTimestamp": _ts(r["start_time"] or snapshot_at),
+                            "labels": dict(labels)}
+    replicas = int(r["replicas"])
+    spec: dict[str, Any]
+    status: dict[str, Any] = {}
+    if kind == "Notebook":
+        spec = {"template": {"spec": _pod_spec(r, name, "Always")}}
+        status = {"readyReplicas": replicas}
+        if replicas == 0:
+            meta["annotations"] = {NOTEBOOK_STOPPED: _ts(snapshot_at)}
+    elif kind == "PyTorchJob":
+        annotations = _map(r["annotations"])
+        if annotations:
+            meta["annotations"] = annotations  # gpufinops.io/checkpointed: what the recommender read
+        template = {"metadata": {"labels": dict(labels)}, "spec": _pod_spec(r, name, "OnFailure")}
+        specs = {"Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template}}
+        if replicas > 1:
+            specs["Worker"] = {"replicas": replicas - 1, "restartPolicy": "OnFailure", "template": copy.deepcopy(template)}
+        spec = {"runPolicy": {"cleanPodPolicy": "None", "suspend": False}, "pytorchReplicaSpecs": specs}
+    elif kind == "RayJob":
+        worker = _pod_spec(r, name, "Always")
+        head = copy.deepcopy(worker)
+        for c in head["containers"]:
+            c["name"] = "ray-head"
+            for section in c["resources"].values():
+                for res in [k for k in section if k.startswith(_GPU_PREFIXES)]:
+                    del section[res]
+        head["containers"] = head["containers"][:1]
+        m = _RAY_GROUP.search(str(r["pod"]))
+        spec = {"entrypoint": "python main.py", "shutdownAfterJobFinishes": True, "suspend": False,
+                "rayClusterSpec": {"rayVersion": "2.9.0",
+                                   "headGroupSpec": {"rayStartParams": {}, "template": {"spec": head}},
+                                   "workerGroupSpecs": [{"groupName": m.group(1) if m else "gpu-group",
+                                                         "replicas": replicas, "minReplicas": 0,
+                                                         "maxReplicas": max(1, replicas), "rayStartParams": {},
+                                                         "template": {"spec": worker}}]}}
+    else:  # InferenceService
+        pod = _pod_spec(r, name, "Always")
+        containers = [c for c in pod["containers"] if c["name"] != "istio-proxy"]  # injected by the mesh
+        predictor: dict[str, Any] = {k: pod[k] for k in ("nodeSelector", "tolerations", "priorityClassName") if k in pod}
+        main = next((c for c in containers if c["name"] == KSERVE_CONTAINER), None)
+        if main is not None:
+            predictor["model"] = {"modelFormat": {"name": "pytorch"}, "storageUri": f"s3://models/{ns}/{name}",
+                                  "resources": main["resources"]}
+            containers = [c for c in containers if c is not main]
+        if containers:
+            predictor["containers"] = containers
+        lo = max(1, replicas)
+        predictor.update(minReplicas=lo, maxReplicas=max(2, 2 * lo))
+        spec = {"predictor": predictor}
+    return {"apiVersion": api_version(kind), "kind": kind, "metadata": meta, "spec": spec, "status": status}
 
 
 def _hpa(cluster: str, deploy: Mapping[str, Any]) -> dict[str, Any]:
@@ -424,7 +481,7 @@ def _owner_ref(cluster: str, r: Mapping[str, Any], workload: Mapping[str, Any] |
             job = labels.get("job-name") or labels.get("batch.kubernetes.io/job-name") or f"{name}-run"
             return {"apiVersion": "batch/v1", "kind": "Job", "name": job, "uid": _uid(cluster, r["namespace"], "Job", job),
                     "controller": True, "blockOwnerDeletion": True}
-        return {"apiVersion": _BUILT_IN[wkind], "kind": wkind, "name": workload["metadata"]["name"],
+        return {"apiVersion": workload["apiVersion"], "kind": wkind, "name": workload["metadata"]["name"],
                 "uid": workload["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
     return {"apiVersion": _OWNER_API.get(kind, "v1"), "kind": kind, "name": name,
             "uid": _uid(cluster, r["namespace"], kind, name), "controller": True, "blockOwnerDeletion": True}
@@ -440,7 +497,7 @@ def _pod(cluster: str, r: Mapping[str, Any], workload: Mapping[str, Any] | None,
     owner = _owner_ref(cluster, r, workload)
     if owner is not None:
         meta["ownerReferences"] = [owner]
-    restart = "Always" if (workload or {}).get("kind") in ("Deployment", "StatefulSet", None) else "OnFailure"
+    restart = "OnFailure" if (workload or {}).get("kind") in ("Job", "CronJob", "PyTorchJob") else "Always"
     spec = _pod_spec(r, r["owner_name"] or r["pod"], restart)
     if r["node"] and on_known_node:
         spec["nodeName"] = r["node"]

@@ -103,7 +103,9 @@ def test_controller_rbac_is_minimal(rendered: list[dict[str, Any]]) -> None:
     # what the controller's plans change (controller/planner.py): workload templates and replicas, Job /
     # CronJob suspension, HPA min/max, node cordon and MIG label; evictions are the only create
     patchable = {("apps", "deployments"), ("apps", "statefulsets"), ("batch", "jobs"), ("batch", "cronjobs"),
-                 ("autoscaling", "horizontalpodautoscalers"), ("", "nodes")}
+                 ("autoscaling", "horizontalpodautoscalers"), ("", "nodes"),
+                 ("kubeflow.org", "notebooks"), ("kubeflow.org", "pytorchjobs"), ("ray.io", "rayjobs"),
+                 ("serving.kserve.io", "inferenceservices")}
     for (group, resource), verbs in allowed.items():
         if (group, resource) == ("", "pods/eviction"):
             continue
