@@ -1,16 +1,27 @@
-{{ config(materialized='table') }}
+{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'snapshot_ts']) }}
+-- depends_on: {{ ref('stg_k8s__nodes') }}
+-- depends_on: {{ ref('stg_k8s__pods') }}
 -- Per cluster, the distinct snapshot times of nodes and pods form the timeline. A snapshot at t_k
 -- covers [t_k, t_{k+1}) capped at coverage_cap_factor × snapshot_interval_s; the newest covers one
 -- interval. The uncovered rest of a longer gap is reported (int_coverage_gaps), never extrapolated.
+-- Incremental: delete+insert per (cluster, snapshot_ts) from the cluster's newest snapshot minus the
+-- lookback (the newest snapshot's coverage grows once the next one lands), reading only the new
+-- day= partitions (landing_input); a snapshot's row depends only on the snapshots after it.
 {%- set interval_s = var('snapshot_interval_s') %}
 {%- set cap_s = var('snapshot_interval_s') * var('coverage_cap_factor') %}
 
 with node_snapshots as (
-    select distinct cluster, snapshot_ts from {{ ref('stg_k8s__nodes') }}
+    select distinct src.cluster, src.snapshot_ts from {{ landing_input('stg_k8s__nodes', 'k8s_nodes', 'snapshot_ts') }} as src
+    {%- if is_incremental() %}
+    where src.snapshot_ts >= {{ incremental_cutoff_sql('snapshot_ts', 'src.cluster') }}
+    {%- endif %}
 ),
 
 pod_snapshots as (
-    select distinct cluster, snapshot_ts from {{ ref('stg_k8s__pods') }}
+    select distinct src.cluster, src.snapshot_ts from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'snapshot_ts') }} as src
+    {%- if is_incremental() %}
+    where src.snapshot_ts >= {{ incremental_cutoff_sql('snapshot_ts', 'src.cluster') }}
+    {%- endif %}
 ),
 
 snapshots as (

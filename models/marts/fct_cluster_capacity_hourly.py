@@ -131,17 +131,38 @@ def _lower_bound(nodes: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
     return pools.groupby(["cluster", "hour"])[["nodes_in_use", "nodes_lower_bound"]].sum().reset_index()
 
 
+def _since_filter(dbt, session, lookback_hours: float) -> str | None:
+    """Incremental run: a SQL filter keeping each cluster's hours from its newest hour in the target
+    minus the lookback (a cluster not in the target yet: all of its hours), like the SQL models'
+    ``incremental_cutoff_sql``. Every output row depends only on its own (cluster, hour), so
+    rebuilding those hours gives the rows a full build gives."""
+    if not dbt.is_incremental:
+        return None
+    lookback_us = int(round(lookback_hours * 3600e6))
+    rows = session.sql(f"select cluster, max(hour) from {dbt.this} group by cluster").fetchall()
+    cases = " ".join(
+        f"when cluster = '{str(c).replace(chr(39), chr(39) * 2)}' then timestamp '{h}' - to_microseconds({lookback_us})"
+        for c, h in rows if h is not None
+    )
+    return f"hour >= (case {cases} else timestamp '-infinity' end)" if cases else None
+
+
 def model(dbt, session):
-    dbt.config(materialized="table")
-    nodes = dbt.ref("int_capacity_snapshot_nodes").df()
-    pods = dbt.ref("int_capacity_snapshot_pods").df()
-    totals = dbt.ref("fct_node_hourly").aggregate(
+    dbt.config(materialized="incremental", incremental_strategy="delete+insert", unique_key=["cluster", "hour"])
+    since = _since_filter(dbt, session, float(dbt.config.meta_get("incremental_lookback_hours")))
+
+    def rel(r):
+        return r.filter(since) if since else r
+
+    nodes = rel(dbt.ref("int_capacity_snapshot_nodes")).df()
+    pods = rel(dbt.ref("int_capacity_snapshot_pods")).df()
+    totals = rel(dbt.ref("fct_node_hourly")).aggregate(
         "hour, cluster, sum(coalesce(gpu_capacity, 0) * covered_hours) as gpu_capacity, "
         "sum(allocated_gpu_hours) as gpu_allocated, sum(unallocated_gpu_hours) as gpu_unallocated, "
         "sum(node_cost_usd) as node_cost_usd, sum(unallocated_cost_usd) as unallocated_cost_usd",
         "hour, cluster",
     ).df()
-    pending = dbt.ref("int_pending_pods_hourly").df()
+    pending = rel(dbt.ref("int_pending_pods_hourly")).df()
 
     nodes = nodes.sort_values(["cluster", "hour", "node"]).reset_index(drop=True)
     free = _free_matrix(nodes, pods)

@@ -1,3 +1,4 @@
+{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'day']) }}
 -- Showback and chargeback per (day, cluster, namespace, team, tenant).
 --   direct_cost_usd       Σ pod cost of the row.
 --   shared_cost_usd       a recipient's share of the day's shared pool = Σ direct cost of the shared
@@ -10,21 +11,27 @@
 --                         fixed overhead (tested).
 -- shared_cost_method: proportional (to GPU cost; to total direct cost on a day with no GPU cost),
 -- even (equal per recipient row), separate (nothing distributed; the lines keep their cost).
+-- Every row depends only on its (cluster, day). Incremental: delete+insert per (cluster, day), whole days
+-- from the cluster's newest day minus the lookback (as fct_workload_daily).
 {%- set method = var('shared_cost_method') %}
 {%- if method not in ['proportional', 'even', 'separate'] %}
   {{ exceptions.raise_compiler_error("var shared_cost_method must be proportional, even or separate, not '" ~ method ~ "'") }}
 {%- endif %}
 
+{%- set since_day -%}
+    {%- if is_incremental() %} where src.hour >= {{ dbt.date_trunc('day', incremental_cutoff_sql('day', 'src.cluster')) }}{%- endif %}
+{%- endset %}
+
 with allocation as (
-    select * from {{ ref('fct_gpu_allocation_hourly') }}
+    select * from {{ ref('fct_gpu_allocation_hourly') }} as src {{ since_day }}
 ),
 
 nodes as (
-    select * from {{ ref('fct_node_hourly') }}
+    select * from {{ ref('fct_node_hourly') }} as src {{ since_day }}
 ),
 
 snapshot_hours as (
-    select * from {{ ref('int_snapshot_hours') }}
+    select * from {{ ref('int_snapshot_hours') }} as src {{ since_day }}
 ),
 
 pods_daily as (

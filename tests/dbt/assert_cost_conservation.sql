@@ -1,9 +1,10 @@
 -- DESIGN §3 conservation: for every (cluster, hour)
 --   Σ pod total cost + Σ unallocated cost − Σ overcommit = Σ node cost
 -- to conservation_rel_tol relative (conservation_abs_tol absolute for ~0 hours). Returns violations.
+-- An incremental build checks the hours it rebuilt (macros/test_window.sql).
 with pods as (
     select cluster, hour, sum(total_cost_usd) as pod_cost_usd
-    from {{ ref('fct_gpu_allocation_hourly') }}
+    from {{ windowed(ref('fct_gpu_allocation_hourly')) }} as a
     group by cluster, hour
 ),
 
@@ -14,7 +15,7 @@ nodes as (
         sum(node_cost_usd) as node_cost_usd,
         sum(unallocated_cost_usd) as unallocated_cost_usd,
         sum(overcommit_cost_usd) as overcommit_cost_usd
-    from {{ ref('fct_node_hourly') }}
+    from {{ windowed(ref('fct_node_hourly')) }} as n
     group by cluster, hour
 ),
 

@@ -1,5 +1,6 @@
 -- Σ chargeback over all showback rows = Σ node cost + fixed overhead, per (day, cluster), and the
 -- redistribution columns (shared_cost_usd, unallocated_share_usd) each sum to 0. Returns violations.
+-- An incremental build checks the days it rebuilt (macros/test_window.sql).
 with showback as (
     select
         day,
@@ -7,13 +8,13 @@ with showback as (
         sum(chargeback_usd) as chargeback_usd,
         sum(shared_cost_usd) as shared_cost_usd,
         sum(unallocated_share_usd) as unallocated_share_usd
-    from {{ ref('fct_showback_daily') }}
+    from {{ windowed(ref('fct_showback_daily')) }} as s
     group by day, cluster
 ),
 
 nodes as (
     select cast({{ dbt.date_trunc('day', 'hour') }} as date) as day, cluster, sum(node_cost_usd) as node_cost_usd
-    from {{ ref('fct_node_hourly') }}
+    from {{ windowed(ref('fct_node_hourly'), 'day') }} as n
     group by 1, 2
 ),
 
@@ -22,7 +23,7 @@ overhead as (
         cast({{ dbt.date_trunc('day', 'hour') }} as date) as day,
         cluster,
         sum(covered_s) / 3600.0 * {{ fixed_overhead_rate('cluster') }} as overhead_usd
-    from {{ ref('int_snapshot_hours') }}
+    from {{ windowed(ref('int_snapshot_hours'), 'day') }} as h
     group by 1, 2
 ),
 

@@ -1,6 +1,7 @@
 -- fct_workload_daily is a roll-up of fct_gpu_allocation_hourly: per (cluster, day) every measure sums
 -- to the hourly mart's, to 1e-9 relative (1e-9 absolute near 0), and no day is missing on either side
 -- (an incremental run that skipped a rebuilt hour would show here). Returns violations.
+-- An incremental build checks the days it rebuilt (macros/test_window.sql).
 {%- set measures = ['gpu_hours', 'utilized_gpu_hours', 'idle_gpu_hours', 'measured_gpu_hours',
                     'unmeasured_gpu_hours', 'gpu_cost_usd', 'idle_cost_usd', 'cpu_cost_usd',
                     'memory_cost_usd', 'total_cost_usd'] %}
@@ -13,7 +14,7 @@ with hourly as (
         sum({{ m }}) as {{ m }},
         {%- endfor %}
         count(*) as pod_hours
-    from {{ ref('fct_gpu_allocation_hourly') }}
+    from {{ windowed(ref('fct_gpu_allocation_hourly'), 'day') }} as a
     group by 1, 2
 ),
 
@@ -25,7 +26,7 @@ daily as (
         sum({{ m }}) as {{ m }},
         {%- endfor %}
         count(*) as workload_rows
-    from {{ ref('fct_workload_daily') }}
+    from {{ windowed(ref('fct_workload_daily')) }} as w
     group by 1, 2
 ),
 
