@@ -117,3 +117,10 @@ def test_reject_pause_and_db_upgrade(home: Path) -> None:
     assert "0001_app_db" in run("db", "upgrade")
     assert "ticket" in run("changes", "propose", "--from-rec", _rec_id(home), "--as", "alice", "--role", "member:rl",
                            code=2)
+
+
+def test_candidates_lists_open_recommendations_by_namespace(home: Path) -> None:
+    rid = _rec_id(home)
+    out = run("changes", "candidates", "--namespace", "research-rl")
+    assert rid[:9] in out and "reclaim_id" in out and "500" in out
+    assert rid[:9] not in run("changes", "candidates", "--namespace", "elsewhere")

@@ -111,6 +111,28 @@ def list_changes(
     console.print(t)
 
 
+@changes_app.command("candidates")
+@handle_errors
+def candidates(
+    ctx: typer.Context,
+    kind: Annotated[str | None, typer.Option("--kind", help="Only this recommendation kind.")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace")] = None,
+    limit: Annotated[int, typer.Option("--limit")] = 20,
+) -> None:
+    """Open recommendations that can become changes (`propose --from-rec ID`), largest saving first."""
+    from recommender.store import RecommendationStore
+
+    rows = RecommendationStore(settings_of(ctx).effective_app_db_url).list(kind=kind)
+    rows = [r for r in rows if namespace is None or r["namespace"] == namespace][:limit]
+    t = Table(title=f"Open recommendations ({len(rows)} shown)")
+    for col in ("id", "kind", "cluster / namespace", "workload", "$/month", "confidence", "risk"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(r["id"], r["kind"], f"{r['cluster']} / {r['namespace'] or '-'}", r["workload"] or "-",
+                  f"{r['est_monthly_savings_usd']:,.0f}", f"{r['confidence']:.2f}", r["risk"])
+    console.print(t)
+
+
 @changes_app.command("show")
 @handle_errors
 def show(
