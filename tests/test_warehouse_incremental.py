@@ -72,7 +72,8 @@ def builds(tmp_path_factory):
 
 def test_incremental_build_equals_a_full_build_row_for_row(builds):
     inc, result, full = builds
-    assert result.success and not result.full_refresh
+    assert result.success and not result.full_refresh and result.note is None
+    assert result.count("seed") == 0  # seed files unchanged since the full build: not reloaded
     got, want = _tables(inc.warehouse_path), _tables(full.warehouse_path)
     assert set(got) == set(want)
     assert {"fct_gpu_allocation_hourly", "fct_node_hourly", "fct_showback_daily", "fct_workload_daily",
@@ -105,3 +106,22 @@ def test_incremental_data_tests_check_the_rebuilt_window(builds):
     _, result, _ = builds
     tests = [n for n in result.nodes if n.resource_type == "test"]
     assert len(tests) >= 50 and all(n.status == "pass" for n in tests if n.name.startswith("assert_"))
+
+
+def test_changed_seed_files_make_the_build_a_full_one(builds):
+    """The seed tables were loaded from other files than seeds/ holds now (simulated by the recorded
+    digest): an incremental build reloads them and rebuilds everything, and says so."""
+    import json
+
+    from transform import run_build, seed_digest
+
+    _, _, full = builds
+    state = Path(full.home) / "dbt" / "seeds.json"
+    recorded = json.loads(state.read_text())
+    assert recorded["digest"] == seed_digest()
+    state.write_text(json.dumps(recorded | {"digest": "0" * 64}))
+    result = run_build(full)
+    assert result.success and result.full_refresh
+    assert result.note is not None and "seed" in result.note
+    assert result.count("seed") == 3
+    assert json.loads(state.read_text())["digest"] == seed_digest()

@@ -3,7 +3,7 @@
 The ground kernel never imports this package; the CLI and the other parts call it.
 """
 
-from transform.runner import BuildFailed, BuildResult, NodeResult, dbt_vars, run_build
+from transform.runner import BuildFailed, BuildResult, NodeResult, dbt_vars, run_build, seed_digest
 from transform.summary import ShowbackSummary, showback_summary
 
 __all__ = [
@@ -13,5 +13,6 @@ __all__ = [
     "ShowbackSummary",
     "dbt_vars",
     "run_build",
+    "seed_digest",
     "showback_summary",
 ]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator, Sequence
@@ -15,11 +17,13 @@ from typing import Any
 from gpufinops.errors import ConfigError, TerminalError
 from gpufinops.settings import Settings
 
-__all__ = ["BuildFailed", "BuildResult", "NodeResult", "PROJECT_DIR", "dbt_vars", "run_build"]
+__all__ = ["BuildFailed", "BuildResult", "NodeResult", "PROJECT_DIR", "dbt_vars", "run_build", "seed_digest"]
 
 PROJECT_DIR = Path(__file__).resolve().parents[1]
 _FAILED = {"error", "fail", "runtime error"}
 _TEST_TYPES = {"test", "unit_test"}
+_SEED_STATE = "seeds.json"  # under <home>/dbt: the seed digest the warehouse was last built with
+_log = logging.getLogger(__name__)
 
 
 class BuildFailed(TerminalError):
@@ -47,6 +51,7 @@ class BuildResult:
     seconds: float
     full_refresh: bool
     nodes: list[NodeResult] = field(default_factory=list)
+    note: str | None = None  # why an incremental build ran as a full one (seed files changed)
 
     @property
     def failed(self) -> list[NodeResult]:
@@ -129,6 +134,27 @@ def _invoke(args: list[str]) -> tuple[bool, list[NodeResult], BaseException | No
     return bool(res.success), nodes, res.exception
 
 
+def seed_digest(project_dir: Path = PROJECT_DIR) -> str:
+    """sha256 of the seed files and dbt_project.yml (the seeds' column types): what the seed tables
+    in a warehouse were loaded from."""
+    h = hashlib.sha256()
+    for path in [project_dir / "dbt_project.yml", *sorted((project_dir / "seeds").glob("*.csv"))]:
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _seed_state(work: Path, warehouse: Path) -> str | None:
+    """The seed digest recorded by the last successful build of `warehouse` (None: unknown)."""
+    try:
+        state = json.loads((work / _SEED_STATE).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or state.get("warehouse") != str(warehouse) or not warehouse.is_file():
+        return None
+    digest = state.get("digest")
+    return digest if isinstance(digest, str) else None
+
+
 def run_build(
     settings: Settings,
     *,
@@ -141,7 +167,13 @@ def run_build(
 
     ``dbt build`` loads the seeds itself, in DAG order, so no separate ``dbt seed`` parse is paid.
     dbt unit tests (the formula pins) run only with ``unit_tests=True`` (CI, the test suite): they
-    check the SQL, not the data. Raises :class:`BuildFailed` listing every failed model and test
+    check the SQL, not the data.
+
+    An incremental build skips the seeds when their files (and dbt_project.yml) are unchanged since
+    the last successful build of this warehouse (digest in ``<home>/dbt/seeds.json``); when they
+    changed, or the digest is unknown, it runs as a full build instead (``result.full_refresh`` and
+    ``result.note`` say so). An incremental build also writes no JSON artifacts (manifest,
+    run_results) to ``<home>/dbt/target``; a full build does. Raises :class:`BuildFailed` listing every failed model and test
     (with dq_on_failure=quarantine, failing data tests are reported in the result but do not raise;
     model errors always do).
     """
@@ -152,11 +184,26 @@ def run_build(
     warehouse.parent.mkdir(parents=True, exist_ok=True)
     work = Path(settings.home).resolve() / "dbt"
     variables = dbt_vars(settings) | (extra_vars or {})
+    digest = seed_digest()
+    note = None
+    skip_seeds = False
+    if not full_refresh and not select:
+        recorded = _seed_state(work, warehouse)
+        if recorded == digest:
+            skip_seeds = True
+        elif warehouse.is_file():
+            full_refresh = True
+            note = ("seed files changed since the last build: full rebuild" if recorded
+                    else "no record of the seeds this warehouse was built with: full rebuild")
+            _log.warning("%s (%s)", note, warehouse)
+    with contextlib.suppress(FileNotFoundError):
+        (work / _SEED_STATE).unlink()  # rewritten after a successful build
     common = [
         "--project-dir", str(PROJECT_DIR),
         "--profiles-dir", str(PROJECT_DIR),
         "--target-path", str(work / "target"),
         "--vars", json.dumps(variables),
+        "--log-level-file", "info",
     ]
     env = {"GPUFINOPS_WAREHOUSE": str(warehouse), "DBT_LOG_PATH": str(work / "logs"),
            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
@@ -167,7 +214,9 @@ def run_build(
             args.append("--full-refresh")
         # unit tests run after the build: an incremental model's unit test reads the columns of
         # the built model (dbt needs the relation to exist)
-        args += ["--exclude-resource-type", "unit_test"]
+        args += ["--exclude-resource-type", "unit_test", *(["seed"] if skip_seeds else [])]
+        if not full_refresh:
+            args.append("--no-write-json")  # nothing reads the artifacts; a full build leaves them
         if select:
             args += ["--select", *select]
         ok, nodes, exc = _invoke(args)
@@ -178,7 +227,7 @@ def run_build(
             nodes += tested
             if exc is not None:
                 raise BuildFailed(f"dbt unit tests could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))
-    result = BuildResult(ok, warehouse, time.monotonic() - started, full_refresh, nodes)
+    result = BuildResult(ok, warehouse, time.monotonic() - started, full_refresh, nodes, note)
     failed = result.failed
     hard = [n for n in failed if n.resource_type not in _TEST_TYPES or settings.dq_on_failure == "fail"]
     if hard or (not ok and not failed):
@@ -188,6 +237,8 @@ def run_build(
             f"warehouse build failed ({len(failed)} failed of {len(nodes)}):\n" + "\n".join(lines or ["  (see dbt logs in " + str(work / 'logs') + ")"]),
             result,
         )
+    if not select:
+        (work / _SEED_STATE).write_text(json.dumps({"warehouse": str(warehouse), "digest": digest}))
     return result
 
 

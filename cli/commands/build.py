@@ -32,10 +32,12 @@ def build(
         result = run_build(settings, full_refresh=full, select=select, unit_tests=unit_tests)
     console.print(
         f"built {result.warehouse} in {result.seconds:.1f}s "
-        f"({'full refresh' if full else 'incremental'}): "
+        f"({'full refresh' if result.full_refresh else 'incremental'}): "
         f"{result.count('model')} models, {result.count('test')} data tests, "
         f"{result.count('unit_test')} unit tests, {len(result.failed)} failed"
     )
+    if result.note:
+        console.print(f"[yellow]note:[/] {result.note}")
     for n in result.failed:  # only reached for quarantined data tests
         console.print(f"[yellow]warning:[/] {n.resource_type} {n.name}: {n.status} ({n.failures} rows)")
     if summary and not select:
