@@ -14,13 +14,12 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from gpufinops.errors import ConfigError
-from gpufinops.settings import Settings
+from gpufinops.settings import Settings, config_section
 
-__all__ = ["OidcSettings", "ApiSettings", "load_api_settings", "config_section", "TOKENS_FILE_ENV"]
+__all__ = ["OidcSettings", "ApiSettings", "load_api_settings", "TOKENS_FILE_ENV"]
 
 TOKENS_FILE_ENV = "GPUFINOPS_API_TOKENS_FILE"
 
@@ -76,24 +75,6 @@ class ApiSettings(BaseModel):
         if env:
             return Path(env)
         return self.tokens_file or Path(settings.home) / "api-tokens.yaml"
-
-
-def config_section(settings: Settings, key: str) -> dict[str, Any]:
-    """The mapping under ``key`` in the YAML config file, or {} when there is no file or section."""
-    path = settings.config or os.environ.get("GPUFINOPS_CONFIG")
-    if not path:
-        return {}
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc}") from exc
-    section = data.get(key) if isinstance(data, dict) else None
-    if section is None:
-        return {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"config file {path}: `{key}` must be a mapping")
-    return section
 
 
 def load_api_settings(settings: Settings, **overrides: Any) -> ApiSettings:

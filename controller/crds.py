@@ -30,6 +30,7 @@ __all__ = [
     "NOTEBOOK_STOPPED",
     "ContainerSlot",
     "PodSpecSlot",
+    "RESOURCES",
     "api_version",
     "container_slots",
     "custom_prefix",
@@ -67,6 +68,21 @@ def api_version(kind: str) -> str:
 
 def custom_prefix(kind: str) -> str:
     return f"/apis/{api_version(kind)}"
+
+
+
+# kind -> (API prefix, plural, namespaced): every kind the controller reads or writes
+RESOURCES: dict[str, tuple[str, str, bool]] = {
+    "Deployment": ("/apis/apps/v1", "deployments", True),
+    "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
+    "Job": ("/apis/batch/v1", "jobs", True),
+    "CronJob": ("/apis/batch/v1", "cronjobs", True),
+    "HorizontalPodAutoscaler": ("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
+    "Node": ("/api/v1", "nodes", False),
+    "Pod": ("/api/v1", "pods", True),
+    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
+    **{k: (custom_prefix(k), plural, True) for k, (_, _, plural) in CUSTOM_RESOURCES.items()},
+}
 
 
 Path = tuple[str | int, ...]

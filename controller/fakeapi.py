@@ -41,23 +41,13 @@ from urllib.parse import parse_qs, urlsplit
 import kubernetes_validate
 from kubernetes import client as k8s_client
 
-from controller.crds import CUSTOM_KINDS, CUSTOM_RESOURCES, custom_prefix, pod_templates
+from controller.crds import CUSTOM_KINDS, CUSTOM_RESOURCES, RESOURCES, pod_templates
+
+SERVED_KINDS = RESOURCES  # what the server holds
 
 __all__ = ["FakeKubeAPI", "Fault", "PatchError", "Recorded", "SERVED_KINDS", "apply_patch", "iter_objects",
            "object_path", "originals_equal", "validate_object"]
 
-# kind -> (API prefix, plural, namespaced): what the server holds
-SERVED_KINDS: dict[str, tuple[str, str, bool]] = {
-    "Deployment": ("/apis/apps/v1", "deployments", True),
-    "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
-    "Job": ("/apis/batch/v1", "jobs", True),
-    "CronJob": ("/apis/batch/v1", "cronjobs", True),
-    "HorizontalPodAutoscaler": ("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
-    "Node": ("/api/v1", "nodes", False),
-    "Pod": ("/api/v1", "pods", True),
-    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
-    **{k: (custom_prefix(k), plural, True) for k, (_, _, plural) in CUSTOM_RESOURCES.items()},
-}
 _CONTENT_TYPES = {
     "application/strategic-merge-patch+json": "strategic",
     "application/merge-patch+json": "merge",

@@ -31,12 +31,11 @@ from typing import Any
 
 from controller.crds import (
     CUSTOM_KINDS,
-    CUSTOM_RESOURCES,
     NOTEBOOK_STOPPED,
+    RESOURCES,
     ContainerSlot,
     PodSpecSlot,
     container_slots,
-    custom_prefix,
     pod_spec_slots,
 )
 from gpufinops.errors import InputError, TerminalError
@@ -72,18 +71,6 @@ WORKLOAD_CHANGE_KINDS = (
 )
 NODE_CHANGE_KINDS = ("consolidate_nodes", "cordon_drain_node", "set_mig_config")
 
-# kind -> (API prefix, plural, namespaced)
-_RESOURCES: dict[str, tuple[str, str, bool]] = {
-    "Deployment": ("/apis/apps/v1", "deployments", True),
-    "StatefulSet": ("/apis/apps/v1", "statefulsets", True),
-    "Job": ("/apis/batch/v1", "jobs", True),
-    "CronJob": ("/apis/batch/v1", "cronjobs", True),
-    "HorizontalPodAutoscaler": ("/apis/autoscaling/v2", "horizontalpodautoscalers", True),
-    "Node": ("/api/v1", "nodes", False),
-    "Pod": ("/api/v1", "pods", True),
-    "PodDisruptionBudget": ("/apis/policy/v1", "poddisruptionbudgets", True),
-    **{k: (custom_prefix(k), plural, True) for k, (_, _, plural) in CUSTOM_RESOURCES.items()},
-}
 _TEMPLATE_SPEC: dict[str, tuple[str, ...]] = {
     "Deployment": ("spec", "template", "spec"),
     "StatefulSet": ("spec", "template", "spec"),
@@ -152,9 +139,9 @@ def pointer(*parts: str | int) -> str:
 
 def api_path(kind: str, namespace: str | None, name: str) -> str:
     try:
-        prefix, plural, namespaced = _RESOURCES[kind]
+        prefix, plural, namespaced = RESOURCES[kind]
     except KeyError:
-        raise PlanError(f"target_kind {kind!r} is not one the controller can change; known: {sorted(_RESOURCES)}") from None
+        raise PlanError(f"target_kind {kind!r} is not one the controller can change; known: {sorted(RESOURCES)}") from None
     if namespaced:
         if not namespace:
             raise PlanError(f"{kind}/{name} is namespaced but the change has no namespace")

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from gpufinops.errors import ConfigError
-from gpufinops.settings import Settings
+from gpufinops.settings import Settings, config_section
 
-__all__ = ["AuthSettings", "DashboardSettings", "load_dashboard_settings", "config_section", "DEMO_ENV"]
+__all__ = ["AuthSettings", "DashboardSettings", "load_dashboard_settings", "DEMO_ENV"]
 
 DEMO_ENV = "GPUFINOPS_DASHBOARD_DEMO"
 _DEFAULT_BUDGETS = Path(__file__).resolve().parent / "team_budgets.csv"
@@ -49,24 +47,6 @@ class DashboardSettings(BaseModel):
     # fractions of a monthly budget (actual or forecast) at which a team gets an alert
     budget_alert_thresholds: list[float] = Field(default_factory=lambda: [0.8, 1.0])
     cache_ttl_s: int = 300
-
-
-def config_section(settings: Settings, key: str) -> dict[str, Any]:
-    """The mapping under ``key`` in the YAML config file, or {} when there is no file or section."""
-    path = settings.config or os.environ.get("GPUFINOPS_CONFIG")
-    if not path:
-        return {}
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"config file {path} cannot be read: {exc}") from exc
-    section = data.get(key) if isinstance(data, dict) else None
-    if section is None:
-        return {}
-    if not isinstance(section, dict):
-        raise ConfigError(f"config file {path}: `{key}` must be a mapping")
-    return section
 
 
 def load_dashboard_settings(settings: Settings) -> DashboardSettings:

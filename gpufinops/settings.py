@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from gpufinops.errors import ConfigError
 
-__all__ = ["CostSettings", "AttributionSettings", "SourceConfig", "Settings", "load_settings"]
+__all__ = ["CostSettings", "AttributionSettings", "SourceConfig", "Settings", "load_settings", "config_section"]
 
 
 class CostSettings(BaseModel):
@@ -136,3 +136,26 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**kwargs)
     except ValidationError as exc:
         raise ConfigError(f"invalid settings: {exc}") from exc
+
+
+def config_section(settings: Settings, key: str) -> dict[str, Any]:
+    """The mapping under ``key`` in the YAML config file, or {} when there is no file or section.
+
+    The faces keep their own sections (``api:``, ``dashboards:``, ``reports:``) beside the kernel's keys,
+    which ``Settings`` ignores."""
+    import os
+
+    path = settings.config or os.environ.get("GPUFINOPS_CONFIG")
+    if not path:
+        return {}
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc}") from exc
+    section = data.get(key) if isinstance(data, dict) else None
+    if section is None:
+        return {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"config file {path}: `{key}` must be a mapping")
+    return section

@@ -11,9 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError
 
-from dashboards.config import config_section
 from gpufinops.errors import ConfigError
-from gpufinops.settings import Settings
+from gpufinops.settings import Settings, config_section
 
 __all__ = ["SmtpSettings", "ReportSettings", "load_report_settings", "webhook_for"]
 
