@@ -1,0 +1,61 @@
+"""Shared fixtures: one dbt-built fixture warehouse for the whole session.
+
+`fleet` is the demo generator at a tiny size (2 clusters, 12 nodes, 1 day), its FOCUS bill, a full
+`gpufinops build --full` and an incremental `gpufinops build`, all through the real CLI: every face
+and recommender test reads marts that dbt built, never hand-written tables. Treat it as read-only;
+a test that writes copies the home first (`fleet_copy`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from gpufinops.settings import Settings
+
+FLEET_ARGS = ["--days", "1", "--nodes", "12", "--clusters", "2", "--seed", "42", "--start", "2026-11-01"]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    home: Path
+    settings: Settings
+
+    @property
+    def warehouse(self) -> Path:
+        return Path(self.settings.warehouse_path)
+
+
+def _cli(home: Path, *args: str) -> str:
+    from cli.main import app
+
+    res = CliRunner().invoke(app, ["--home", str(home), *args], catch_exceptions=False)
+    assert res.exit_code == 0, f"gpufinops {' '.join(args)} failed ({res.exit_code}):\n{res.output}"
+    return res.output
+
+
+def build_fleet_home(home: Path) -> Fleet:
+    home.mkdir(parents=True, exist_ok=True)
+    _cli(home, "demo", *FLEET_ARGS)
+    _cli(home, "build", "--full")
+    _cli(home, "ingest", "billing", "--demo-bill", str(home / "demo-focus-bill.csv"))
+    _cli(home, "build")
+    return Fleet(home=home, settings=Settings(home=home))
+
+
+@pytest.fixture(scope="session")
+def fleet(tmp_path_factory) -> Fleet:
+    """The session's dbt-built fixture warehouse (read-only)."""
+    return build_fleet_home(tmp_path_factory.mktemp("fleet"))
+
+
+@pytest.fixture
+def fleet_copy(fleet: Fleet, tmp_path: Path) -> Fleet:
+    """A private copy of the fixture home, for tests that write (app DB, a rebuild)."""
+    home = tmp_path / "fleet"
+    shutil.copytree(fleet.home, home, ignore=shutil.ignore_patterns("*.wal", "logs"))
+    return Fleet(home=home, settings=Settings(home=home))
