@@ -21,6 +21,10 @@ __all__ = ["CostSettings", "AttributionSettings", "SourceConfig", "Settings", "l
 class CostSettings(BaseModel):
     """How node prices are split and shared costs distributed (DESIGN §3 Cost)."""
 
+    # residual: GPU part = price − vCPU × r_cpu − GiB × r_mem (seeds/reference_rates.csv), falling
+    # back to the weights below residual_floor_fraction of the price; weights: GPU:vCPU:GiB weights.
+    split_method: Literal["residual", "weights"] = "residual"
+    residual_floor_fraction: float = Field(0.1, ge=0.0, lt=1.0)
     gpu_weight: float = 9.0
     vcpu_weight: float = 0.9
     gib_weight: float = 0.1

@@ -21,9 +21,24 @@
 {%- endmacro %}
 
 
-{% macro mig_gpu_equiv(mig_count, compute_slices, memory_slices) -%}
-  {#- n × max(g/7, memory_slices/8): the larger of the compute and memory share a MIG slice blocks. -#}
-  ({{ mig_count }}) * greatest(({{ compute_slices }}) / 7.0, ({{ memory_slices }}) / 8.0)
+{% macro mig_layout_slices(mig_config, profile_compute_slices, max_instances, family_balanced_slices) -%}
+  {#- Compute slices per GPU of the layout a node's `nvidia.com/mig.config` label names: NVIDIA's
+      `all-<profile>` = max_instances × g of that profile; `all-balanced` = Σ balanced_instances × g of
+      the GPU family (both from seeds/mig_profiles.csv); any other (custom) name: null (unknown). -#}
+  case
+    when {{ mig_config }} = 'all-balanced' then {{ family_balanced_slices }}
+    when {{ mig_config }} like 'all-%' then ({{ max_instances }}) * ({{ profile_compute_slices }})
+  end
+{%- endmacro %}
+
+
+{% macro mig_gpu_equiv(mig_count, compute_slices, layout_slices) -%}
+  {#- GPU-equivalent of n MIG instances of g compute slices on a GPU whose layout holds S compute
+      slices in all (S from the DCGM GPU-instance series or the mig.config label; 7 when unknown):
+      n × g / S. Every instance of a layout together is exactly 1 GPU; instances no pod holds stay
+      unallocated. S is never below g (one instance is at most one GPU). -#}
+  ({{ mig_count }}) * ({{ compute_slices }})
+    / greatest(coalesce(nullif({{ layout_slices }}, 0), 7.0), ({{ compute_slices }}))
 {%- endmacro %}
 
 
@@ -93,12 +108,33 @@
 {%- endmacro %}
 
 
-{% macro node_rate(kind, price, gpu_usd_per_hour, gpus, vcpus, gib) -%}
-  {#- Hourly rate of one resource (kind: gpu | cpu | memory) of a node of price p (DESIGN §3 Cost):
-        - with a known gpu_usd_per_hour: GPU part = G × that (at most p), the rest split CPU:memory by
-          vcpu_weight·C : gib_weight·M;
-        - else unit = p / (gpu_weight·G + vcpu_weight·C + gib_weight·M) and each rate is its weight × unit.
-      A node with no GPU and no CPU/memory capacity gets rate 0 (its cost stays unallocated). -#}
+{% macro residual_gpu_share(base_price, gpus, vcpus, gib, r_cpu, r_mem) -%}
+  {#- Residual method (models/README.md): the GPUs' share of a node's price =
+        1 − (C × r_cpu + M × r_mem) / base,
+      base = the instance type's on-demand list price (else the node's own price), r_cpu / r_mem the
+      provider's general-purpose $ per vCPU-hour and GiB-hour (seeds/reference_rates.csv). A node
+      without GPUs: 0; with GPUs but no CPU/memory capacity: 1; null without rates or a base price. -#}
+  {%- set g = 'coalesce(' ~ gpus ~ ', 0)' -%}
+  {%- set ref = '(coalesce(' ~ vcpus ~ ', 0) * ' ~ r_cpu ~ ' + coalesce(' ~ gib ~ ', 0) * ' ~ r_mem ~ ')' -%}
+  case
+    when {{ r_cpu }} is null or {{ r_mem }} is null then null
+    when {{ g }} <= 0 then 0.0
+    when coalesce({{ base_price }}, 0) <= 0 then null
+    when {{ ref }} <= 0 then 1.0
+    else 1.0 - {{ ref }} / ({{ base_price }})
+  end
+{%- endmacro %}
+
+
+{% macro node_rate(kind, price, gpu_usd_per_hour, gpus, vcpus, gib, split, gpu_share, r_cpu, r_mem) -%}
+  {#- Hourly rate of one resource (kind: gpu | cpu | memory) of a node of price p (models/README.md
+      "Price split"); `split` is the row's method:
+        - gpu_price (a known gpu_usd_per_hour): GPU part = G × that (at most p); the rest split
+          CPU:memory by the reference rates C·r_cpu : M·r_mem when present, else vcpu_weight·C : gib_weight·M;
+        - residual: GPU part = p × gpu_share (residual_gpu_share), the rest split C·r_cpu : M·r_mem;
+        - weights: unit = p / (gpu_weight·G + vcpu_weight·C + gib_weight·M), each rate its weight × unit.
+      So the GPU, CPU and memory parts always add up to p. A node with no GPU and no CPU/memory
+      capacity gets rate 0 (its cost stays unallocated). -#}
   {%- set wg, wc, wm = var('gpu_weight'), var('vcpu_weight'), var('gib_weight') -%}
   {%- set p = '(' ~ price ~ ')' -%}
   {%- set g = 'coalesce(' ~ gpus ~ ', 0)' -%}
@@ -106,12 +142,19 @@
   {%- set m = 'coalesce(' ~ gib ~ ', 0)' -%}
   {%- set gpu_part_known = 'least(' ~ p ~ ', ' ~ g ~ ' * ' ~ gpu_usd_per_hour ~ ')' -%}
   {%- set rest_den = '(' ~ wc ~ ' * ' ~ c ~ ' + ' ~ wm ~ ' * ' ~ m ~ ')' -%}
+  {%- set ref_den = '(' ~ c ~ ' * ' ~ r_cpu ~ ' + ' ~ m ~ ' * ' ~ r_mem ~ ')' -%}
   {%- set all_den = '(' ~ wg ~ ' * ' ~ g ~ ' + ' ~ wc ~ ' * ' ~ c ~ ' + ' ~ wm ~ ' * ' ~ m ~ ')' -%}
   {%- set w = {'gpu': wg, 'cpu': wc, 'memory': wm}[kind] -%}
+  {%- set r = {'gpu': none, 'cpu': r_cpu, 'memory': r_mem}[kind] -%}
   case
-    when {{ gpu_usd_per_hour }} is not null and {{ g }} > 0 and {{ rest_den }} > 0 then
+    when {{ split }} = 'gpu_price' then
       {%- if kind == 'gpu' %} {{ gpu_part_known }} / {{ g }}
-      {%- else %} ({{ p }} - {{ gpu_part_known }}) * {{ w }} / {{ rest_den }}{% endif %}
+      {%- else %} case
+        when coalesce({{ ref_den }}, 0) > 0 then ({{ p }} - {{ gpu_part_known }}) * {{ r }} / {{ ref_den }}
+        else ({{ p }} - {{ gpu_part_known }}) * {{ w }} / {{ rest_den }} end{% endif %}
+    when {{ split }} = 'residual' then
+      {%- if kind == 'gpu' %} case when {{ g }} > 0 then {{ p }} * {{ gpu_share }} / {{ g }} else 0.0 end
+      {%- else %} case when {{ ref_den }} > 0 then {{ p }} * (1.0 - {{ gpu_share }}) * {{ r }} / {{ ref_den }} else 0.0 end{% endif %}
     when {{ all_den }} > 0 then {{ w }} * {{ p }} / {{ all_den }}
     else 0.0
   end

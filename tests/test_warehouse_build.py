@@ -35,7 +35,11 @@ def full_build(tmp_path_factory):
     from transform import run_build
 
     home = tmp_path_factory.mktemp("wh")
-    settings = Settings(home=home)
+    # the fixture's hand computations are under the weights split (small_lake's docstring); the
+    # residual method has its own hand computations (unit test node_rate_split_residual)
+    config = home / "gpufinops.yaml"
+    config.write_text("cost:\n  split_method: weights\n")
+    settings = Settings(home=home, config=config)
     lake.write_small_lake(settings.lake_dir)
     result = run_build(settings, full_refresh=True, unit_tests=True)
     con = duckdb.connect(str(settings.warehouse_path), read_only=True)
@@ -219,7 +223,7 @@ def incremental_build(full_build):
     lake.write_small_lake(settings.lake_dir, start=lake.T0 + timedelta(hours=2), hours=1, extra_pods=extra)
     # a second cluster whose data lands late: a day older than c1's newest hour
     lake.write_small_lake(settings.lake_dir, start=lake.T0 - timedelta(days=1), hours=1, cluster="c2")
-    out = CliRunner().invoke(app, ["--home", str(settings.home), "build"])
+    out = CliRunner().invoke(app, ["--home", str(settings.home), "--config", str(settings.config), "build"])
     return settings, out, before
 
 

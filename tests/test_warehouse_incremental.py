@@ -123,5 +123,5 @@ def test_changed_seed_files_make_the_build_a_full_one(builds):
     result = run_build(full)
     assert result.success and result.full_refresh
     assert result.note is not None and "seed" in result.note
-    assert result.count("seed") == 3
+    assert result.count("seed") == 4
     assert json.loads(state.read_text())["digest"] == seed_digest()

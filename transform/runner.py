@@ -68,6 +68,8 @@ def dbt_vars(settings: Settings) -> dict[str, Any]:
         "lake_root": str(Path(settings.lake_dir).resolve()),
         "snapshot_interval_s": settings.snapshot_interval_s,
         "coverage_cap_factor": settings.coverage_cap_factor,
+        "split_method": cost.split_method,
+        "residual_floor_fraction": cost.residual_floor_fraction,
         "gpu_weight": cost.gpu_weight,
         "vcpu_weight": cost.vcpu_weight,
         "gib_weight": cost.gib_weight,

@@ -3,6 +3,13 @@
 -- Price: the node annotation override wins; else the `prices` row of the same (provider, region,
 -- instance_type, capacity_type) effective at the hour (the latest effective_from if several);
 -- else 0 and flagged unpriced (dq_unpriced_nodes) — GPU-hours still count.
+-- Split of the price over GPU / CPU / memory (var split_method; models/README.md "Price split"):
+-- a known gpu_usd_per_hour wins; else `residual` gives the GPUs what is left of the instance type's
+-- on-demand list price once its vCPUs and GiB are priced at the provider's reference rates
+-- (seeds/reference_rates.csv, by provider, region and machine family, the latest effective_from at
+-- the hour, else the earliest row); where there are no rates, or the GPU share would be below var
+-- residual_floor_fraction, the weights apply and split_flag says why (dq_price_split).
+{%- set residual = var('split_method', 'residual') == 'residual' %}
 
 with nodes_hourly as (
     select * from {{ ref('int_nodes_hourly') }}
@@ -12,19 +19,24 @@ prices as (
     select * from {{ ref('stg_pricing__prices') }}
 ),
 
+reference_rates as (
+    select * from {{ ref('reference_rates') }}
+),
+
 priced as (
     select
         n.cluster,
         n.hour,
         n.node,
-        arg_max(p.usd_per_hour, p.effective_from) as list_usd_per_hour,
-        arg_max(p.gpu_usd_per_hour, p.effective_from) as gpu_usd_per_hour
+        arg_max(p.usd_per_hour, p.effective_from) filter (where p.capacity_type = n.capacity_type) as list_usd_per_hour,
+        arg_max(p.gpu_usd_per_hour, p.effective_from) filter (where p.capacity_type = n.capacity_type) as gpu_usd_per_hour,
+        arg_max(p.usd_per_hour, p.effective_from) filter (where p.capacity_type = 'on_demand') as on_demand_usd_per_hour
     from nodes_hourly as n
     inner join prices as p
         on n.provider = p.provider
         and n.region = p.region
         and n.instance_type = p.instance_type
-        and n.capacity_type = p.capacity_type
+        and (p.capacity_type = n.capacity_type or p.capacity_type = 'on_demand')
         and p.effective_from <= n.hour
         and (p.effective_to is null or n.hour < p.effective_to)
     group by n.cluster, n.hour, n.node
@@ -35,6 +47,7 @@ with_price as (
         n.*,
         coalesce(n.price_override_usd_per_hour, pr.list_usd_per_hour, 0.0) as usd_per_hour,
         case when n.price_override_usd_per_hour is null then pr.gpu_usd_per_hour end as gpu_usd_per_hour,
+        pr.on_demand_usd_per_hour,
         case
             when n.price_override_usd_per_hour is not null then 'override'
             when pr.list_usd_per_hour is not null then 'price_list'
@@ -45,13 +58,73 @@ with_price as (
         on n.cluster = pr.cluster and n.hour = pr.hour and n.node = pr.node
 ),
 
+with_reference as (
+    -- the provider's reference rates for the node: its machine family's row (GCP names the family
+    -- before the first '-') over the region's '*' row; at the hour, else the earliest known
+    select
+        w.*,
+        {%- if residual %}
+        r.vcpu_usd_per_hour as ref_vcpu_usd_per_hour,
+        r.gib_usd_per_hour as ref_gib_usd_per_hour
+        {%- else %}
+        cast(null as double) as ref_vcpu_usd_per_hour,
+        cast(null as double) as ref_gib_usd_per_hour
+        {%- endif %}
+    from with_price as w
+    left join reference_rates as r
+        on w.provider = r.provider
+        and w.region = r.region
+        and (r.machine_family = '*' or r.machine_family = split_part(w.instance_type, '-', 1))
+    qualify row_number() over (
+        partition by w.cluster, w.hour, w.node
+        order by (r.machine_family = '*'), (r.effective_from <= w.hour) desc,
+                 case when r.effective_from <= w.hour then r.effective_from end desc, r.effective_from
+    ) = 1
+),
+
+shares as (
+    select
+        *,
+        {{ residual_gpu_share('coalesce(on_demand_usd_per_hour, usd_per_hour)', 'gpu_capacity', 'cpu_capacity',
+                              'memory_capacity_gib', 'ref_vcpu_usd_per_hour', 'ref_gib_usd_per_hour') }} as residual_gpu_share
+    from with_reference
+),
+
+with_split as (
+    select
+        *,
+        case
+            when gpu_usd_per_hour is not null and coalesce(gpu_capacity, 0) > 0
+                 and coalesce(cpu_capacity, 0) + coalesce(memory_capacity_gib, 0) > 0 then 'gpu_price'
+            {%- if residual %}
+            when residual_gpu_share is null then 'weights'
+            when coalesce(gpu_capacity, 0) > 0 and residual_gpu_share < {{ var('residual_floor_fraction', 0.1) }} then 'weights'
+            else 'residual'
+            {%- else %}
+            else 'weights'
+            {%- endif %}
+        end as split_method,
+        case
+            {%- if residual %}
+            when gpu_usd_per_hour is not null or coalesce(gpu_capacity, 0) <= 0 or usd_per_hour <= 0 then null
+            when ref_vcpu_usd_per_hour is null then 'no_reference_rate'
+            when residual_gpu_share < {{ var('residual_floor_fraction', 0.1) }} then 'residual_below_floor'
+            {%- else %}
+            when false then cast(null as varchar)
+            {%- endif %}
+        end as split_flag
+    from shares
+),
+
 rates as (
     select
         *,
-        {{ node_rate('gpu', 'usd_per_hour', 'gpu_usd_per_hour', 'gpu_capacity', 'cpu_capacity', 'memory_capacity_gib') }} as gpu_rate_usd,
-        {{ node_rate('cpu', 'usd_per_hour', 'gpu_usd_per_hour', 'gpu_capacity', 'cpu_capacity', 'memory_capacity_gib') }} as core_rate_usd,
-        {{ node_rate('memory', 'usd_per_hour', 'gpu_usd_per_hour', 'gpu_capacity', 'cpu_capacity', 'memory_capacity_gib') }} as gib_rate_usd
-    from with_price
+        {%- for kind, col in [('gpu', 'gpu_rate_usd'), ('cpu', 'core_rate_usd'), ('memory', 'gib_rate_usd')] %}
+        {{ node_rate(kind, 'usd_per_hour', 'gpu_usd_per_hour', 'gpu_capacity', 'cpu_capacity', 'memory_capacity_gib',
+                     'split_method', 'residual_gpu_share', 'ref_vcpu_usd_per_hour', 'ref_gib_usd_per_hour') }} as {{ col }}
+        {{- "," if not loop.last }}
+        {%- endfor %}
+    from with_split
 ),
 
 final as (
