@@ -19,7 +19,20 @@ def test_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     assert s.home == Path("./var")
     assert s.lake_dir == Path("./var/lake")
     assert s.cost.gpu_weight == 9.0 and s.cost.vcpu_weight == 0.9 and s.cost.gib_weight == 0.1
+    assert s.cost.split_method == "residual" and s.cost.residual_floor_fraction == 0.1
     assert "kube-system" in s.cost.shared_namespaces
+
+
+def test_split_method_is_residual_or_weights_and_reaches_dbt(monkeypatch: pytest.MonkeyPatch) -> None:
+    from transform.runner import dbt_vars
+
+    monkeypatch.setenv("GPUFINOPS_COST__SPLIT_METHOD", "weights")
+    monkeypatch.setenv("GPUFINOPS_COST__RESIDUAL_FLOOR_FRACTION", "0.2")
+    variables = dbt_vars(load_settings())
+    assert variables["split_method"] == "weights" and variables["residual_floor_fraction"] == 0.2
+    monkeypatch.setenv("GPUFINOPS_COST__SPLIT_METHOD", "equal")
+    with pytest.raises(ConfigError, match="split_method"):
+        load_settings()
 
 
 def test_yaml_then_env_then_kwargs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
