@@ -41,7 +41,7 @@ bench: install
 	$(BIN)/python -m bench.run
 
 lint: install
-	$(BIN)/ruff check gpufinops cli ingest transform recommender changes controller api dashboards reports bench tests
+	$(BIN)/ruff check gpufinops cli ingest transform recommender changes controller api dashboards reports bench testsupport tests
 	$(BIN)/mypy gpufinops ingest transform recommender changes controller api dashboards reports cli
 
 clean:
