@@ -8,11 +8,12 @@
 # BASE must provide python3 (3.11) with venv, /bin/sh and coreutils `date` (the report CronJobs).
 ARG BASE=python:3.11-slim
 
-FROM ${BASE} AS build
+# 1. The runtime dependencies in a venv: their own stage and layer, so a source change does not
+#    reinstall or re-copy them.
+FROM ${BASE} AS deps
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1 PIP_ROOT_USER_ACTION=ignore
 RUN python3 -m venv /opt/gpufinops
 WORKDIR /src
-# The dependencies first, in their own layer: a source change does not reinstall them.
 COPY pyproject.toml constraints.txt ./
 # A network that intercepts TLS needs its CA to reach the index: `make image` passes the build host's
 # bundle as the secret `ca-certificates` (used by pip here only; nothing of it lands in the image).
@@ -20,7 +21,9 @@ RUN --mount=type=secret,id=ca-certificates \
     if [ -s /run/secrets/ca-certificates ]; then export PIP_CERT=/run/secrets/ca-certificates; fi \
  && python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > requirements.txt \
  && /opt/gpufinops/bin/pip install -q -c constraints.txt -r requirements.txt
-# Then the package: only what the wheel ships (pyproject's packages and the dbt project's data files).
+
+# 2. The package's wheel: only what pyproject ships (its packages and the dbt project's data files).
+FROM deps AS wheel
 COPY README.md dbt_project.yml profiles.yml ./
 COPY gpufinops gpufinops
 COPY cli cli
@@ -38,15 +41,18 @@ COPY seeds seeds
 COPY tests/dbt tests/dbt
 RUN --mount=type=secret,id=ca-certificates \
     if [ -s /run/secrets/ca-certificates ]; then export PIP_CERT=/run/secrets/ca-certificates; fi \
- && /opt/gpufinops/bin/pip install -q --no-deps -c constraints.txt . \
- && /opt/gpufinops/bin/pip uninstall -q -y pip
+ && /opt/gpufinops/bin/pip wheel -q --no-deps -c constraints.txt -w /wheels .
 
+# 3. The runtime: the base, a user, the dependencies, the wheel; pip itself is removed.
 FROM ${BASE}
 ARG UID=10001
 RUN groupadd --gid ${UID} gpufinops \
  && useradd --uid ${UID} --gid ${UID} --home-dir /var/lib/gpufinops --no-create-home --shell /usr/sbin/nologin gpufinops \
  && install -d -o ${UID} -g ${UID} -m 0750 /var/lib/gpufinops
-COPY --from=build /opt/gpufinops /opt/gpufinops
+COPY --from=deps /opt/gpufinops /opt/gpufinops
+RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
+    /opt/gpufinops/bin/python -m pip install -q --no-deps --no-index --disable-pip-version-check /wheels/*.whl \
+ && /opt/gpufinops/bin/python -m pip uninstall -q -y pip
 # Every tool that writes under $HOME (dbt, Streamlit, matplotlib, fontconfig) writes into the home
 # volume; dbt's target/ and logs/ go to <home>/dbt (transform/runner.py); Python writes no bytecode.
 ENV PATH=/opt/gpufinops/bin:$PATH \

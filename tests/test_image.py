@@ -9,6 +9,7 @@ Skips (loudly) only where buildah itself cannot run.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import signal
@@ -110,7 +111,7 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
     print(f"\n{proc.stderr.strip()}\n(image fixture: {time.monotonic() - started:.0f} s)")
     container = f"gpufinops-test-{os.getpid()}"
     subprocess.run(["buildah", "rm", container], capture_output=True)
-    subprocess.run(["buildah", "from", "--pull-never", "--name", container, name], check=True, capture_output=True,
+    subprocess.run(["buildah", "from", "--pull=never", "--name", container, name], check=True, capture_output=True,
                    timeout=300)
     home = tmp_path_factory.mktemp("image-home")
     os.chown(home, UID, UID)
@@ -121,11 +122,11 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
 
 
 def test_the_image_runs_as_non_root_with_one_entrypoint(image: Image) -> None:
-    inspect = subprocess.run(["buildah", "inspect", "--type", "image", "--format",
-                              "{{.OCIv1.Config.User}}|{{json .OCIv1.Config.Entrypoint}}", image.name],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    user, entrypoint = inspect.split("|")
-    assert user == f"{UID}:{UID}" and yaml.safe_load(entrypoint) == ["gpufinops"]
+    inspect = subprocess.run(["buildah", "inspect", "--type", "image", image.name], capture_output=True, text=True,
+                             check=True).stdout
+    config = json.loads(inspect)["OCIv1"]["config"]
+    assert config["User"] == f"{UID}:{UID}" and config["Entrypoint"] == ["gpufinops"]
+    assert f"GPUFINOPS_HOME={HOME_IN}" in config["Env"] and f"HOME={HOME_IN}" in config["Env"]
     assert image.run("id", "-u").stdout.strip() == str(UID)
     assert image.run("id", "-g").stdout.strip() == str(UID)
     assert image.run("gpufinops", "--version").stdout.strip() == f"gpufinops {VERSION}"
