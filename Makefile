@@ -8,7 +8,7 @@ HOME_DIR ?= ./var
 PORT ?= 8501
 API_PORT ?= 8000
 
-.PHONY: install demo test bench lint clean system-deps
+.PHONY: install demo test bench lint clean system-deps image
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,6 +21,11 @@ install: $(STAMP)
 # Debian packages the tests need (a real Prometheus server and promtool; headless Chromium).
 system-deps:
 	@bash .ci/system-deps
+
+# The container image, built from the Dockerfile with buildah (no daemon); see .ci/build-image for
+# IMAGE= and BASE=. Prints the image name.
+image: system-deps
+	@bash .ci/build-image
 
 GF := $(BIN)/gpufinops --home $(HOME_DIR)
 
@@ -41,7 +46,7 @@ bench: install
 	$(BIN)/python -m bench.run
 
 lint: install
-	$(BIN)/ruff check gpufinops cli ingest transform recommender changes controller api dashboards reports bench tests
+	$(BIN)/ruff check gpufinops cli ingest transform recommender changes controller api dashboards reports bench testsupport tests
 	$(BIN)/mypy gpufinops ingest transform recommender changes controller api dashboards reports cli
 
 clean:

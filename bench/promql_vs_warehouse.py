@@ -43,8 +43,8 @@ from gpufinops.settings import Settings
 from gpufinops.warehouse import connect
 from ingest.lake import partition_files
 from ingest.prometheus import PromClient, SplitLimits, ingest_range
-from ingest.prometheus.localserver import Family, LocalPrometheus, backfill, write_openmetrics_blocks
 from ingest.prometheus.queries import LOADERS
+from testsupport.prometheus_server import Family, LocalPrometheus, backfill, write_openmetrics_blocks
 
 __all__ = ["main", "Figures"]
 

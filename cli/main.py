@@ -19,9 +19,22 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"gpufinops {version('gpufinops')}")
+        except PackageNotFoundError:  # a checkout run without `make install`
+            print("gpufinops (not installed)")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     ctx: typer.Context,
+    _version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                  help="Print the installed version and exit."),
     home: Path | None = typer.Option(None, "--home", envvar="GPUFINOPS_HOME", help="Folder of the lake, warehouse and app DB [default: ./var]."),
     config: Path | None = typer.Option(None, "--config", envvar="GPUFINOPS_CONFIG", help="YAML settings file."),
 ) -> None:

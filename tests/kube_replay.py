@@ -1,4 +1,4 @@
-"""The fake Kubernetes API server of the controller tests: ``controller.fakeapi`` loaded with the
+"""The fake Kubernetes API server of the controller tests: ``testsupport.fakeapi`` loaded with the
 recorded objects of ``tests/fixtures/kube_replay/*.json`` (a Deployment, StatefulSet, Job, CronJob,
 HPA, three A100 nodes of a pool, pods on them, two PDBs).
 
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from controller.fakeapi import FakeKubeAPI, Fault, Recorded, apply_patch, iter_objects, object_path, originals_equal
+from testsupport.fakeapi import FakeKubeAPI, Fault, Recorded, apply_patch, iter_objects, object_path, originals_equal
 
 __all__ = ["FIXTURES", "Fault", "KubeReplay", "Recorded", "apply_patch", "iter_fixture_objects", "object_path",
            "originals_equal"]

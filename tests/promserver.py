@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingest.lake import partition_files
-from ingest.prometheus.localserver import Family, LocalPrometheus, backfill, write_openmetrics_blocks
+from testsupport.prometheus_server import Family, LocalPrometheus, backfill, write_openmetrics_blocks
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 STEP = 60

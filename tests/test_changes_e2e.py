@@ -22,16 +22,16 @@ import yaml
 from test_recommender_loader import build_world
 from typer.testing import CliRunner
 
-from controller.demo_cluster import (
+from recommender.engine import run as run_recommender
+from recommender.store import RecommendationStore
+from testsupport.demo_cluster import (
     DemoCluster,
     build_demo_clusters,
     kubeconfig_doc,
     start_demo_servers,
     stop_demo_servers,
 )
-from controller.fakeapi import FakeKubeAPI, originals_equal
-from recommender.engine import run as run_recommender
-from recommender.store import RecommendationStore
+from testsupport.fakeapi import FakeKubeAPI, originals_equal
 
 TEAMS = {"data": "data-eng", "ml": "ml-research", "web": "web"}
 JOB = "/apis/batch/v1/namespaces/data/jobs/etl"

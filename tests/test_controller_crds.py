@@ -17,11 +17,11 @@ from changes.policy import KindPolicy, Policy
 from changes.service import ChangeService
 from controller.crds import CUSTOM_KINDS, NOTEBOOK_STOPPED
 from controller.executor import Executor
-from controller.fakeapi import validate_object
 from controller.kube import KubeClient, KubeError, KubeSettings
 from controller.planner import Op, PlanError, plan
 from controller.verify import _MISSING, capture_prior, check_op, resolve, restore_patch
 from gpufinops.appdb import open_app_db
+from testsupport.fakeapi import validate_object
 
 OBJECTS = {object_path(o): o for o in iter_fixture_objects()}
 NB = "/apis/kubeflow.org/v1/namespaces/ml-research/notebooks/jupyter-bob"

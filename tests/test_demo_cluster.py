@@ -14,7 +14,10 @@ from test_recommender_loader import build_world
 from typer.testing import CliRunner
 
 from controller.crds import NOTEBOOK_STOPPED
-from controller.demo_cluster import (
+from controller.kube import KubeClient
+from gpufinops.errors import ConfigError, InputError
+from gpufinops.settings import Settings
+from testsupport.demo_cluster import (
     DemoCluster,
     build_demo_cluster,
     build_demo_clusters,
@@ -22,10 +25,7 @@ from controller.demo_cluster import (
     start_demo_servers,
     stop_demo_servers,
 )
-from controller.fakeapi import validate_object
-from controller.kube import KubeClient
-from gpufinops.errors import ConfigError, InputError
-from gpufinops.settings import Settings
+from testsupport.fakeapi import validate_object
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +147,7 @@ GPU_CONTAINER = {"name": "main", "requests": {"cpu": 4.0, "memory": 16 * 2.0**30
 def test_custom_kinds_are_served_as_themselves() -> None:
     from datetime import UTC, datetime
 
-    from controller.demo_cluster import _pod, _workload
+    from testsupport.demo_cluster import _pod, _workload
 
     at = datetime(2026, 11, 14, 12, tzinfo=UTC)
     nb = _workload("c9", _row("Notebook", "nb-1", "nb-1-0", 0, [{**GPU_CONTAINER, "name": "nb-1"}],

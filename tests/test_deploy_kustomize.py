@@ -226,6 +226,8 @@ def test_pods_are_hardened_and_share_the_home(rendered: list[dict[str, Any]]) ->
     assert len(specs) == 2 + len(CRONJOBS)  # the API and dashboard Deployments
     for name, spec in specs:
         assert spec["securityContext"]["runAsNonRoot"] is True, name
+        # the image's user (Dockerfile), so files on the home volume keep one owner
+        assert (spec["securityContext"]["runAsUser"], spec["securityContext"]["runAsGroup"]) == (10001, 10001), name
         claims = [v["persistentVolumeClaim"]["claimName"] for v in spec["volumes"] if "persistentVolumeClaim" in v]
         assert claims == ["gpufinops-home"], name
         for c in spec["containers"]:
@@ -233,7 +235,27 @@ def test_pods_are_hardened_and_share_the_home(rendered: list[dict[str, Any]]) ->
             assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True, name
             assert sc["capabilities"]["drop"] == ["ALL"], name
             assert "memory" in c["resources"]["limits"], name
+            assert {"cpu", "memory"} <= set(c["resources"]["requests"]), name
             assert {"name": "home", "mountPath": "/var/lib/gpufinops"} in c["volumeMounts"], name
+
+
+def test_servers_have_probes_on_their_health_endpoints(rendered: list[dict[str, Any]]) -> None:
+    for name, health in (("gpufinops-api", "/healthz"), ("gpufinops-dashboard", "/_stcore/health")):
+        (c,) = _one(rendered, "Deployment", name)["spec"]["template"]["spec"]["containers"]
+        assert c["readinessProbe"]["httpGet"] == {"path": health, "port": "http"}, name
+        # liveness only asks whether the process answers: a busy warehouse must not restart the pod
+        assert c["livenessProbe"]["tcpSocket"] == {"port": "http"}, name
+
+
+def test_the_image_tools_write_nowhere_but_the_volumes(rendered: list[dict[str, Any]]) -> None:
+    env = _one(rendered, "ConfigMap", "gpufinops-env")["data"]
+    assert env["GPUFINOPS_HOME"] == "/var/lib/gpufinops"
+    # the image sets HOME and the caches under the home; nothing here points them at the read-only root
+    assert not {"HOME", "DBT_TARGET_PATH", "DBT_LOG_PATH", "MPLCONFIGDIR", "XDG_CACHE_HOME"} & set(env)
+    for name, spec in _pod_specs(rendered):
+        for c in spec["containers"]:
+            assert {"name": "tmp", "mountPath": "/tmp"} in c["volumeMounts"], name
+        assert {"name": "tmp", "emptyDir": {}} in spec["volumes"], name
 
 
 def test_services_select_their_deployments(rendered: list[dict[str, Any]]) -> None:

@@ -122,7 +122,7 @@ def test_cli_from_file(tmp_path):
 
 
 def test_openmetrics_writer_round_trips_through_the_parser(tmp_path):
-    from ingest.prometheus.localserver import Family, write_openmetrics
+    from testsupport.prometheus_server import Family, write_openmetrics
 
     series = {"gpu": "0", "pod": 'we"ird\\name'}
     fams = [Family("DCGM_FI_DEV_GPU_UTIL", [(series, 1740787200.0, 12.5), (series, 1740787260.0, float("nan"))]),

@@ -160,7 +160,7 @@ def test_gpu_sample_keys_with_nulls_compare_as_values(gate):
 
 
 def test_one_bad_row_at_the_end_of_a_large_batch_is_found(gate):
-    from ingest.quality.bench import synthetic_gpu_samples
+    from testsupport.quality_bench import synthetic_gpu_samples
 
     n = 200_000
     data = synthetic_gpu_samples(n)
@@ -173,7 +173,7 @@ def test_one_bad_row_at_the_end_of_a_large_batch_is_found(gate):
 
 
 def test_duplicates_far_apart_in_a_large_batch_are_found(gate):
-    from ingest.quality.bench import synthetic_gpu_samples
+    from testsupport.quality_bench import synthetic_gpu_samples
 
     data = conform(TABLES["gpu_samples"], synthetic_gpu_samples(100_000))
     data = pa.concat_tables([data, data.slice(5, 1)])

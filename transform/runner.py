@@ -16,10 +16,10 @@ from typing import Any
 
 from gpufinops.errors import ConfigError, TerminalError
 from gpufinops.settings import Settings
+from transform.project import PROJECT_DIR
 
 __all__ = ["BuildFailed", "BuildResult", "NodeResult", "PROJECT_DIR", "dbt_vars", "run_build", "seed_digest"]
 
-PROJECT_DIR = Path(__file__).resolve().parents[1]
 _FAILED = {"error", "fail", "runtime error"}
 _TEST_TYPES = {"test", "unit_test"}
 _SEED_STATE = "seeds.json"  # under <home>/dbt: the seed digest the warehouse was last built with

@@ -1,8 +1,8 @@
 """``gpufinops demo-cluster``: serve the demo fleet as a Kubernetes API, so the change loop can run.
 
 No kube-apiserver runs beside the demo. This builds each cluster's objects from the lake's latest
-Kubernetes snapshot (``controller.demo_cluster``), serves each on 127.0.0.1 (``--port``, the next
-cluster on the next port) with ``controller.fakeapi``, writes ``<home>/demo-kubeconfig.yaml`` (one
+Kubernetes snapshot (``testsupport.demo_cluster``), serves each on 127.0.0.1 (``--port``, the next
+cluster on the next port) with ``testsupport.fakeapi``, writes ``<home>/demo-kubeconfig.yaml`` (one
 context per cluster, named after it) and prints how to point ``gpufinops changes plan|apply`` at it.
 It runs in the foreground, printing every write it receives, until Ctrl-C. ``demo`` is a single
 command, so this is a top-level command of its own.
@@ -20,6 +20,7 @@ import yaml
 from rich.table import Table
 
 from cli.context import console, handle_errors, settings_of
+from gpufinops.errors import ConfigError
 
 __all__ = ["register", "demo_cluster", "KUBECONFIG_NAME"]
 
@@ -43,8 +44,15 @@ def demo_cluster(
     once: Annotated[bool, typer.Option("--once", hidden=True, help="Start, write, print, then stop (tests).")] = False,
 ) -> None:
     """Serve the demo fleet's clusters as Kubernetes APIs on 127.0.0.1 until Ctrl-C."""
-    from controller.demo_cluster import build_demo_clusters, kubeconfig_doc, start_demo_servers, stop_demo_servers
-    from controller.fakeapi import Recorded
+    try:
+        from testsupport.demo_cluster import build_demo_clusters, kubeconfig_doc, start_demo_servers, stop_demo_servers
+        from testsupport.fakeapi import Recorded
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not exc.name.startswith("testsupport"):
+            raise
+        raise ConfigError("gpufinops demo-cluster works only in a dev checkout: its fake Kubernetes API lives in "
+                          "the test-support package (testsupport/), which the wheel and the image leave out; "
+                          "run it from a clone after `make install`") from None
 
     settings = settings_of(ctx)
     started = time.perf_counter()

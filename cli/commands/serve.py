@@ -1,5 +1,7 @@
 """``gpufinops serve dashboard [--port 8501]``: the Streamlit dashboards; ``gpufinops serve api
 [--host 127.0.0.1] [--port 8000] [--demo]``: the REST API under uvicorn, with these settings.
+
+Both listen on ``$PORT`` when it is set and ``--port`` is not given (container platforms set it).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def register(app: typer.Typer) -> None:
     @handle_errors
     def dashboard(
         ctx: typer.Context,
-        port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8501,
+        port: Annotated[int, typer.Option("--port", envvar="PORT", help="Port to listen on ($PORT when set).")] = 8501,
         address: Annotated[str, typer.Option("--address", "--host", help="Interface to bind (0.0.0.0 in a container).")] = "localhost",
         demo: Annotated[bool, typer.Option(
             "--demo", envvar="GPUFINOPS_DASHBOARD_DEMO",
@@ -75,7 +77,7 @@ def register(app: typer.Typer) -> None:
     def api(
         ctx: typer.Context,
         host: Annotated[str, typer.Option("--host", help="Interface to bind (0.0.0.0 in a container).")] = "127.0.0.1",
-        port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+        port: Annotated[int, typer.Option("--port", envvar="PORT", help="Port to listen on ($PORT when set).")] = 8000,
         demo: Annotated[bool, typer.Option(
             "--demo", envvar="GPUFINOPS_API_DEMO",
             help="Demo mode: write one token per role to the tokens file and print them.",

@@ -6,7 +6,8 @@
 - :mod:`ingest.k8s.dump` - dump files to snapshots;
 - :mod:`ingest.k8s.live` - the API: pagination, 410 restarts, retries, RBAC errors, loop mode;
 - :mod:`ingest.k8s.settings` - :class:`K8sSettings`;
-- :mod:`ingest.k8s.synthetic` - a synthetic dump of any size and a throughput measurement.
+
+A synthetic dump of any size and its throughput: :mod:`testsupport.k8s_synthetic` (dev checkout only).
 """
 
 from ingest.k8s.dump import expand_dump_paths, read_dump

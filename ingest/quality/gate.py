@@ -13,7 +13,7 @@ Design (why it is fast enough for 345 M samples):
    The tests check that GX, run over a whole batch, flags exactly the rows step 1 flags.
 
 Measured on this 2-core machine while other jobs kept it busy (load average ~10):
-``python -m ingest.quality.bench --repeat 5`` (1 M gpu_samples rows, 8 ranges + 3 not-nulls + a
+``python -m testsupport.quality_bench --repeat 5`` (1 M gpu_samples rows, 8 ranges + 3 not-nulls + a
 6-column key): 0.32 s per million rows (3.1 M rows/s) against 2.0 s to write the same rows as zstd
 Parquet; the key uniqueness test is ~80 % of it. Inside ``gpufinops demo --days 1 --clusters 1
 --nodes 40`` (1.96 M rows over five tables, k8s_pods with nested requests) the gate took 1.9 s

@@ -1,4 +1,4 @@
-"""Measure the quality gate's overhead: ``python -m ingest.quality.bench [--rows N] [--repeat R]``.
+"""Measure the quality gate's overhead: ``python -m testsupport.quality_bench [--rows N] [--repeat R]``.
 
 Builds a clean gpu_samples-shaped batch (DCGM: 1,000 devices per timestamp, a few MIG and shared
 series) and times, per million rows: the gate on the clean batch, conforming the batch to the

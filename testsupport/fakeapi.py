@@ -21,7 +21,7 @@ and behaves like the API server where the controller depends on it:
 - ``fail(...)`` injects an error status for a given request; ``after_write`` hooks mutate what was stored;
 - ``requests`` records (method, path, query, body, content type, status) of everything received.
 
-Used by ``gpufinops demo-cluster`` (the demo fleet's objects, ``controller.demo_cluster``) and by the
+Used by ``gpufinops demo-cluster`` (the demo fleet's objects, ``testsupport.demo_cluster``) and by the
 controller tests (``tests/kube_replay.py``: recorded fixtures). It serves no authentication: bind it
 to loopback only.
 """

@@ -1,6 +1,6 @@
 """A synthetic ``kubectl get ... -o json`` dump of any size, and a throughput measurement on it.
 
-    python -m ingest.k8s.synthetic --pods 10000 --nodes 500
+    python -m testsupport.k8s_synthetic --pods 10000 --nodes 500
 
 writes the dump to a temporary folder, ingests it the way ``gpufinops ingest k8s --from-dump``
 does (parse, map, land through the lake writer and its quality gate) and prints pods/s per stage.

@@ -1,4 +1,4 @@
-"""The demo fleet as Kubernetes objects: what ``gpufinops demo-cluster`` serves with ``controller.fakeapi``.
+"""The demo fleet as Kubernetes objects: what ``gpufinops demo-cluster`` serves with ``testsupport.fakeapi``.
 
 No kube-apiserver runs beside the demo, so the change loop (propose -> approve -> apply -> verify ->
 roll back) needs a cluster built from the lake: per cluster, from the latest Kubernetes snapshot
@@ -23,7 +23,7 @@ pods), a ``RayJob`` (a head group without GPUs and one worker group with the pod
 ``InferenceService`` (``spec.predictor.model`` holding ``kserve-container``'s resources, the injected
 ``istio-proxy`` left out, min/max replicas around its pods). Their pods' ``ownerReferences`` point at
 them. DaemonSet pods are served (drains skip them) but not their DaemonSet. Every object passes
-``controller.fakeapi.validate_object`` (kubernetes-validate strict; for a CR, its pod templates) (tested).
+``testsupport.fakeapi.validate_object`` (kubernetes-validate strict; for a CR, its pod templates) (tested).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from typing import Any
 import duckdb
 
 from controller.crds import CUSTOM_KINDS, KSERVE_CONTAINER, NOTEBOOK_STOPPED, api_version
-from controller.fakeapi import FakeKubeAPI
 from gpufinops.errors import ConfigError, InputError
+from testsupport.fakeapi import FakeKubeAPI
 
 __all__ = [
     "DemoCluster",
