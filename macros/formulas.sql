@@ -154,7 +154,7 @@
 {%- endmacro %}
 
 {% macro util_bucket_value(b) -%}
-  (({{ b }}) / {{ var('util_histogram_buckets') }}.0)
+  (cast({{ b }} as double) / {{ var('util_histogram_buckets') }})
 {%- endmacro %}
 
 {% macro fb_bucket(mib) -%}
@@ -163,7 +163,7 @@
 {%- endmacro %}
 
 {% macro fb_bucket_value(b) -%}
-  (({{ b }}) * {{ var('fb_histogram_mib') }}.0)
+  (cast({{ b }} as double) * {{ var('fb_histogram_mib') }})
 {%- endmacro %}
 
 {% macro vpa_bucket(value, first_bucket) -%}

@@ -38,6 +38,8 @@ final as (
         n.labels,
         n.taints,
         n.gpu_product as gpu_model,
+        -- the MIG profile table (seed mig_profiles) that applies to the node's GPU
+        {{ gpu_family('n.gpu_product', 'n.gpu_memory_mib') }} as gpu_family,
         coalesce(n.gpu_count, 0) as gpu_count,
         coalesce(n.gpu_memory_mib, 0) as gpu_memory_mib,
         coalesce(n.gpu_replicas, 1) as gpu_replicas,

@@ -70,8 +70,7 @@ util_merged as (
 ),
 
 fb_merged as (
-    select cluster, namespace, workload, hour, list(struct_pack(b := b, n := n) order by b) as fb_hist,
-           sum(b * n) as fb_bucket_sum, sum(n) as fb_samples
+    select cluster, namespace, workload, hour, list(struct_pack(b := b, n := n) order by b) as fb_hist
     from (select cluster, namespace, workload, hour, b, sum(n) as n from fb_rows group by all) as m
     group by cluster, namespace, workload, hour
 ),
