@@ -16,7 +16,6 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-
 _FIXTURE = Path(__file__).parent / "fixtures" / "warehouse" / "small_lake.py"
 _spec = importlib.util.spec_from_file_location("warehouse_small_lake", _FIXTURE)
 lake = importlib.util.module_from_spec(_spec)
