@@ -186,3 +186,42 @@
 {# Seconds since the epoch of a timestamp, as a double (used to weigh time overlaps). #}
 {% macro epoch_seconds(col) %}{{ return(adapter.dispatch('epoch_seconds')(col)) }}{% endmacro %}
 {% macro default__epoch_seconds(col) %}extract(epoch from {{ col }}){% endmacro %}
+
+
+{#- Recommender evidence (models/marts/fct_*_evidence*, fct_container_usage_hourly): histograms that
+    merge exactly over any window (sum the counts per bucket), and the one quantile rule read off them. -#}
+
+{% macro util_bucket(u) -%}
+  {#- Bucket of a clamped utilisation u in [0, 1]: width 1 / var('util_histogram_buckets') (200: 0.5 %). -#}
+  cast(round(({{ u }}) * {{ var('util_histogram_buckets') }}) as smallint)
+{%- endmacro %}
+
+{% macro util_bucket_value(b) -%}
+  (cast({{ b }} as double) / {{ var('util_histogram_buckets') }})
+{%- endmacro %}
+
+{% macro fb_bucket(mib) -%}
+  {#- Bucket of a framebuffer-used sample: var('fb_histogram_mib') MiB wide (256). -#}
+  cast(floor(greatest({{ mib }}, 0) / {{ var('fb_histogram_mib') }}) as integer)
+{%- endmacro %}
+
+{% macro fb_bucket_value(b) -%}
+  (cast({{ b }} as double) * {{ var('fb_histogram_mib') }})
+{%- endmacro %}
+
+{% macro vpa_bucket(value, first_bucket) -%}
+  {#- VPA's exponential histogram (recommender/histogram.py HistogramSpec.bucket_of): bucket i covers
+      [first·r^i, first·r^(i+1)), r = var('vpa_histogram_ratio'); values below first are bucket 0. -#}
+  cast(floor(ln(greatest({{ value }}, {{ first_bucket }}) / {{ first_bucket }}) / ln({{ var('vpa_histogram_ratio') }})) as integer)
+{%- endmacro %}
+
+{% macro hist_quantiles(relation, keys, qs, bucket='b', n='n') -%}
+  {#- Per `keys`, the nearest-rank quantiles `qs` (dict alias -> q) of the histogram rows of `relation`
+      (one row per key and bucket, any number of rows per bucket: they are summed first). -#}
+  {%- set k = keys | join(', ') -%}
+  (select {{ k }}{% for alias, q in qs.items() %}, min(case when cum_n >= {{ q }} * tot_n - 1e-9 then {{ bucket }} end) as {{ alias }}{% endfor %}
+   from (select {{ k }}, {{ bucket }}, sum(n) over (partition by {{ k }} order by {{ bucket }}) as cum_n,
+                sum(n) over (partition by {{ k }}) as tot_n
+         from (select {{ k }}, {{ bucket }}, sum({{ n }}) as n from {{ relation }} group by {{ k }}, {{ bucket }}) as merged) as c
+   group by {{ k }})
+{%- endmacro %}

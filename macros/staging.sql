@@ -21,7 +21,7 @@
   {%- if table == 'k8s_nodes' -%}
     select cluster, {{ utc('snapshot_ts') }} as snapshot_ts, node, uid as node_uid, coalesce(provider, 'unknown') as provider,
            provider_id, instance_type, region, zone, coalesce(capacity_type, 'on_demand') as capacity_type,
-           node_pool, labels, annotations, coalesce(unschedulable, false) as unschedulable, capacity, allocatable,
+           node_pool, labels, annotations, taints, coalesce(unschedulable, false) as unschedulable, capacity, allocatable,
            gpu_product, gpu_count, gpu_memory_mib, gpu_replicas, mig_config, mig_strategy
     from {{ relation }}
   {%- elif table == 'k8s_pods' -%}
@@ -36,7 +36,7 @@
     select cluster, {{ utc('ts') }} as ts, hostname, gpu, uuid, model_name, nullif(mig_profile, '') as mig_profile,
            mig_instance, nullif(namespace, '') as namespace, nullif(pod, '') as pod, container,
            {{ sample_utilization('gr_engine_active', 'gpu_util') }} as utilization,
-           fb_used_mib, power_w
+           fb_used_mib, fb_free_mib, power_w
     from {{ relation }}
   {%- elif table == 'container_usage' -%}
     select cluster, {{ utc('ts') }} as ts, namespace, pod, container, cpu_cores, memory_working_set_bytes

@@ -1,7 +1,9 @@
 """VPA-style decaying histogram: exponential buckets, sample weights that double every half-life.
 
-Bucket ``i`` covers ``[first·ratio^i, first·ratio^(i+1))``; the loader computes bucket indices and
-decayed weights in SQL with :func:`bucket_sql` so that months of per-minute samples never leave DuckDB.
+Bucket ``i`` covers ``[first·ratio^i, first·ratio^(i+1))``. The warehouse counts samples per hour into
+these buckets (``fct_container_usage_hourly``, macro ``vpa_bucket`` with the vars that must equal
+:data:`CPU_SPEC` / :data:`MEMORY_SPEC`; a test checks); the loader decays the hourly counts with
+:func:`decay_sql` (the same weight as :func:`decay_weight`) so no per-minute sample leaves DuckDB.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from datetime import datetime
 
 import numpy as np
 
-__all__ = ["HistogramSpec", "DecayingHistogram", "CPU_SPEC", "MEMORY_SPEC", "decay_weight"]
+__all__ = ["HistogramSpec", "DecayingHistogram", "CPU_SPEC", "MEMORY_SPEC", "decay_weight", "decay_sql"]
 
 
 @dataclass(frozen=True)
@@ -32,10 +34,6 @@ class HistogramSpec:
     def bucket_end(self, index: int) -> float:
         return self.first_bucket * self.ratio ** (index + 1)
 
-    def bucket_sql(self, column: str) -> str:
-        """The same bucketing as :meth:`bucket_of`, as a SQL expression (DuckDB)."""
-        return f"cast(floor(ln(greatest({column}, {self.first_bucket!r}) / {self.first_bucket!r}) / ln({self.ratio!r})) as integer)"
-
 
 CPU_SPEC = HistogramSpec(first_bucket=0.01)  # cores (VPA: 0.01 cores, ×1.05)
 MEMORY_SPEC = HistogramSpec(first_bucket=1e7)  # bytes (VPA: 10 MB, ×1.05)
@@ -44,6 +42,11 @@ MEMORY_SPEC = HistogramSpec(first_bucket=1e7)  # bytes (VPA: 10 MB, ×1.05)
 def decay_weight(ts_seconds: np.ndarray | float, reference_s: float, half_life_s: float) -> np.ndarray:
     """2^((t − reference)/half_life): a sample one half-life older counts half."""
     return np.power(2.0, (np.asarray(ts_seconds, dtype=float) - reference_s) / half_life_s)
+
+
+def decay_sql(epoch_seconds_sql: str, reference_s: float, half_life_s: float) -> str:
+    """:func:`decay_weight` as a DuckDB expression over a column of epoch seconds."""
+    return f"pow(2.0, (({epoch_seconds_sql}) - {float(reference_s)!r}) / {float(half_life_s)!r})"
 
 
 @dataclass

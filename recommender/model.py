@@ -1,6 +1,6 @@
 """Typed inputs and outputs of the recommender: plain frozen dataclasses, no I/O.
 
-The loader fills these from the warehouse and the lake; strategies, the packer and the
+The loader fills these from the warehouse marts; strategies, the packer and the
 fragmentation measure read only these, so they can be tested with hand-made values.
 """
 
@@ -20,6 +20,7 @@ __all__ = [
     "HourUsage",
     "WorkloadGpuUsage",
     "ContainerUsage",
+    "MigProfile",
     "RecommenderInput",
     "Recommendation",
     "stable_id",
@@ -153,6 +154,7 @@ class WorkloadGpuUsage:
     gpu_model: str | None
     gpu_resource: str | None
     hourly: tuple[HourUsage, ...]
+    gpu_family: str | None = None  # the warehouse's gpu_family of the node it runs on (MIG table key)
     replicas: int = 1  # pods at the latest snapshot
     gpus_per_pod: int = 0  # whole devices per pod (nvidia.com/gpu on an unshared node)
     gpu_equiv_per_pod: float = 0.0
@@ -193,6 +195,26 @@ class ContainerUsage:
 
 
 @dataclass(frozen=True)
+class MigProfile:
+    """One row of the warehouse's ``mig_profiles`` seed table."""
+
+    gpu_family: str
+    profile: str
+    compute_slices: int  # of 7
+    memory_slices: int  # of 8
+    memory_gib: float  # nominal, from the profile name
+
+    @property
+    def gpu_equiv(self) -> float:
+        """DESIGN §3 (macro mig_gpu_equiv): max(g/7, memory_slices/8), ranking profiles by size."""
+        return max(self.compute_slices / 7.0, self.memory_slices / 8.0)
+
+    @property
+    def resource(self) -> str:
+        return f"nvidia.com/mig-{self.profile}"
+
+
+@dataclass(frozen=True)
 class RecommenderInput:
     now: datetime
     window_start: datetime
@@ -200,6 +222,8 @@ class RecommenderInput:
     gpu_usage: tuple[WorkloadGpuUsage, ...] = ()
     container_usage: tuple[ContainerUsage, ...] = ()
     snapshots: tuple[ClusterSnapshot, ...] = ()
+    # GPU family -> MIG profiles, smallest first (the warehouse's mig_profiles seed; recommender.mig)
+    mig_profiles: dict[str, tuple[MigProfile, ...]] = field(default_factory=dict)
 
 
 def stable_id(kind: str, cluster: str, namespace: str | None, workload: str | None, *extra: str) -> str:

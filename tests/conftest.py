@@ -8,6 +8,7 @@ a test that writes copies the home first (`fleet_copy`).
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,3 +60,38 @@ def fleet_copy(fleet: Fleet, tmp_path: Path) -> Fleet:
     home = tmp_path / "fleet"
     shutil.copytree(fleet.home, home, ignore=shutil.ignore_patterns("*.wal", "logs"))
     return Fleet(home=home, settings=Settings(home=home))
+
+
+def small_lake_module():
+    """tests/fixtures/warehouse/small_lake.py (hand-made lake with hand-computed numbers)."""
+    path = Path(__file__).parent / "fixtures" / "warehouse" / "small_lake.py"
+    spec = importlib.util.spec_from_file_location("warehouse_small_lake", path)
+    mod = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="session")
+def small_lake_build(tmp_path_factory):
+    """The small hand-made lake through a full `dbt build` with the unit tests: (settings, result,
+    snapshot of the allocation / node marts). Read-only; shared by the warehouse and recommender tests."""
+    import duckdb
+
+    from transform import run_build
+
+    home = tmp_path_factory.mktemp("wh")
+    # the fixture's hand computations are under the weights split (small_lake's docstring); the
+    # residual method has its own hand computations (unit test node_rate_split_residual)
+    config = home / "gpufinops.yaml"
+    config.write_text("cost:\n  split_method: weights\n")
+    settings = Settings(home=home, config=config)
+    small_lake_module().write_small_lake(settings.lake_dir)
+    result = run_build(settings, full_refresh=True, unit_tests=True)
+    con = duckdb.connect(str(settings.warehouse_path), read_only=True)
+    snapshot = {
+        "alloc": con.sql("select * from fct_gpu_allocation_hourly order by hour, pod").fetchall(),
+        "nodes": con.sql("select * from fct_node_hourly order by hour, node").fetchall(),
+    }
+    con.close()
+    return settings, result, snapshot

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import numpy as np
 import pytest
 
-from recommender.binpack import binpack_view, snapshot_fragmentation
 from recommender.fragmentation import (
     TaskShape,
     device_free_fractions,
@@ -15,7 +12,6 @@ from recommender.fragmentation import (
     node_fragmentation,
     task_distribution,
 )
-from recommender.model import ClusterSnapshot, NodeShape, PodPlacement
 
 NAN = np.nan
 
@@ -78,22 +74,3 @@ def test_task_distribution_truncates_at_95_percent() -> None:
 def test_device_free_fractions_best_fit_descending() -> None:
     # Whole GPU on device 0; then 0.6 -> device 1, 0.5 -> device 2, 0.3 -> the fullest that fits (device 1).
     assert device_free_fractions(4, 1, [0.5, 0.3, 0.6]).tolist() == pytest.approx([0.0, 0.1, 0.5, 1.0])
-
-
-def test_snapshot_fragmentation_and_binpack_view() -> None:
-    at = datetime(2026, 11, 1, tzinfo=UTC)
-    nodes = (NodeShape("g1", "c", "p", {"cpu": 16, "memory": 64e9, "nvidia.com/gpu": 2}, gpu_model="T4", gpu_count=2,
-                       hourly_price_usd=1.0),
-             NodeShape("g2", "c", "p", {"cpu": 16, "memory": 64e9, "nvidia.com/gpu": 2}, gpu_model="T4", gpu_count=2,
-                       hourly_price_usd=1.0))
-    pods = (PodPlacement("c", "ns", "a", "g1", {"cpu": 2, "memory": 1e9}, gpu_equiv=0.5, gpu_fraction=0.5,
-                         tier="batch", owner_kind="Job", owner_name="a"),
-            PodPlacement("c", "ns", "b", "g2", {"cpu": 2, "memory": 1e9, "nvidia.com/gpu": 1}, gpu_equiv=1.0,
-                         tier="batch", owner_kind="Job", owner_name="b"))
-    snap = ClusterSnapshot("c", at, nodes, pods)
-    rep = snapshot_fragmentation(snap)
-    # M = {0.5-GPU task: 1/2, 1-GPU task: 1/2}. g1 free [0.5, 1]: 0.5-task strands 0, 1-task strands 0.5;
-    # g2 free [0, 1]: both tasks run and strand nothing. F = 0.25.
-    assert rep["fragmentation_gpus"] == pytest.approx(0.25)
-    view = binpack_view(snap)
-    assert view["pools"][0]["nodes_after"] == 1 and len(view["suggested_moves"]) == 1

@@ -1,4 +1,9 @@
-"""Scenario tests with hand-computed answers for every strategy, including the tier gates."""
+"""Scenario tests with hand-computed answers for every strategy, including the tier gates.
+
+The strategies are pure functions of a ``RecommenderInput``; these tests hand them small inputs so each
+gate can be pinned. The MIG table is the warehouse's own (the ``mig_profiles`` seed of the dbt-built
+``fleet`` fixture); the loader's reading of real marts is tested in test_recommender_loader.py.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,10 @@ import numpy as np
 import pytest
 
 from gpufinops.errors import ConfigError
+from gpufinops.warehouse import connect
 from recommender.engine import RecommenderConfig, plan
 from recommender.histogram import CPU_SPEC, MEMORY_SPEC, DecayingHistogram
-from recommender.mig import smallest_fitting_profile
+from recommender.mig import load_mig_profiles, smallest_fitting_profile
 from recommender.model import ContainerUsage, HourUsage, RecommenderInput, WorkloadGpuUsage, stable_id
 from recommender.strategies import STRATEGIES, build_strategies
 from recommender.strategies.cpu_mem import CpuMemSettings, RightsizeCpuMem, rightsize_container
@@ -40,9 +46,18 @@ def wl(name: str, tier: str, utils: list[float | None], **kw: object) -> Workloa
     return WorkloadGpuUsage(**base)  # type: ignore[arg-type]
 
 
-def data(*w: WorkloadGpuUsage, containers: tuple[ContainerUsage, ...] = ()) -> RecommenderInput:
+def data(*w: WorkloadGpuUsage, containers: tuple[ContainerUsage, ...] = (), mig=None) -> RecommenderInput:
     return RecommenderInput(now=END, window_start=END - timedelta(days=7), window_end=END, gpu_usage=w,
-                            container_usage=containers)
+                            container_usage=containers, mig_profiles=dict(mig or {}))
+
+
+@pytest.fixture(scope="module")
+def mig_table(fleet):
+    con = connect(fleet.warehouse, read_only=True)
+    try:
+        return load_mig_profiles(con)
+    finally:
+        con.close()
 
 
 # -- reclaim_idle_gpu and its tier gates ---------------------------------------------------------
@@ -151,15 +166,15 @@ def test_multi_gpu_pod_with_all_devices_busy_is_left_alone() -> None:
         ("A100-80GB", 7, 0.10, "1g.10gb", 1 / 7),   # 7 GiB × 1.2 = 8.4 -> 10 GB, compute 1/7 ≥ 0.10
         ("A100-80GB", 9, 0.10, "1g.20gb", 0.25),    # 10.8 GiB needs the 20 GB slice: max(1/7, 2/8)
         ("A100-80GB", 7, 0.20, "2g.20gb", 2 / 7),   # p95 0.20 > 1/7: two compute slices
-        ("NVIDIA-H200", 14, 0.10, "1g.18gb", 1 / 7),  # 16.8 GiB -> 18 GB
-        ("NVIDIA-H200", 20, 0.10, "1g.35gb", 0.25),   # 24 GiB -> 35 GB
+        ("H200", 14, 0.10, "1g.18gb", 1 / 7),  # 16.8 GiB -> 18 GB
+        ("H200", 20, 0.10, "1g.35gb", 0.25),   # 24 GiB -> 35 GB
     ],
 )
-def test_mig_choice(model: str, peak_gib: float, p95: float, profile: str, equiv: float) -> None:
+def test_mig_choice(mig_table, model: str, peak_gib: float, p95: float, profile: str, equiv: float) -> None:
     device_mib = 141 * 1024 if "H200" in model else 80 * 1024
-    w = wl("inf", "batch", [p95 / 1.5] * 12, gpu_model=model, util_p95=p95, peak_fb_used_mib=peak_gib * 1024,
-           device_memory_mib=device_mib, hourly=hours([p95 / 1.5] * 12, cost=4.0))
-    recs = RightsizeFractional().run(data(w))
+    w = wl("inf", "batch", [p95 / 1.5] * 12, gpu_model=model, gpu_family=model, util_p95=p95,
+           peak_fb_used_mib=peak_gib * 1024, device_memory_mib=device_mib, hourly=hours([p95 / 1.5] * 12, cost=4.0))
+    recs = RightsizeFractional().run(data(w, mig=mig_table))
     assert len(recs) == 1 and recs[0].kind == "rightsize_to_mig"
     assert recs[0].proposed["mig_profile"] == profile
     assert recs[0].proposed["resource"] == f"nvidia.com/mig-{profile}"
@@ -167,9 +182,9 @@ def test_mig_choice(model: str, peak_gib: float, p95: float, profile: str, equiv
     assert recs[0].est_monthly_savings_usd == pytest.approx((1 - equiv) * 4.0 * 730, abs=0.01)
 
 
-def test_no_mig_profile_when_memory_does_not_fit() -> None:
-    assert smallest_fitting_profile("A100-80GB", 70 * 1024) is None  # 84 GiB > 80
-    assert smallest_fitting_profile("Tesla-T4", 1024) is None  # no MIG on T4
+def test_no_mig_profile_when_memory_does_not_fit(mig_table) -> None:
+    assert smallest_fitting_profile(mig_table, "A100-80GB", 70 * 1024) is None  # 84 GiB > 80
+    assert smallest_fitting_profile(mig_table, "unknown", 1024) is None  # no MIG on T4 (family 'unknown')
 
 
 def test_time_slicing_where_the_model_has_no_mig() -> None:
@@ -279,15 +294,12 @@ def test_significance_threshold_drops_tiny_findings() -> None:
     assert len(ReclaimIdleGpu({"min_monthly_savings_usd": 0.5}).run(data(w))) == 1
 
 
-def test_mig_table_agrees_with_design_whether_read_from_the_seed_or_not() -> None:
-    from recommender import mig
-
-    design = {m: {p: s for p, s in profiles.items()} for m, profiles in mig._DESIGN_TABLE.items()}
-    loaded = mig.mig_profiles()
-    for model, profiles in design.items():
-        got = {p.profile: p.memory_slices for p in loaded[model]}
-        assert got == profiles, model
-    # 1g.10gb is 2 memory slices on A100-40GB but 1 on A100-80GB (DESIGN §3).
-    a40 = {p.profile: p for p in loaded["A100-40GB"]}
-    a80 = {p.profile: p for p in loaded["A100-80GB"]}
+def test_mig_table_is_the_warehouse_seed(mig_table) -> None:
+    # DESIGN §3 memory slices, read from the warehouse's mig_profiles seed table (the only copy).
+    assert {p.profile: p.memory_slices for p in mig_table["A100-80GB"]} == {
+        "1g.10gb": 1, "1g.20gb": 2, "2g.20gb": 2, "3g.40gb": 4, "4g.40gb": 4, "7g.80gb": 8}
+    assert set(mig_table) >= {"A100-40GB", "A100-80GB", "H100-80GB", "H200"}
+    # 1g.10gb is 2 memory slices on A100-40GB but 1 on A100-80GB.
+    a40 = {p.profile: p for p in mig_table["A100-40GB"]}
+    a80 = {p.profile: p for p in mig_table["A100-80GB"]}
     assert a40["1g.10gb"].gpu_equiv == pytest.approx(0.25) and a80["1g.10gb"].gpu_equiv == pytest.approx(1 / 7)

@@ -16,8 +16,6 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from gpufinops.settings import Settings
-
 _FIXTURE = Path(__file__).parent / "fixtures" / "warehouse" / "small_lake.py"
 _spec = importlib.util.spec_from_file_location("warehouse_small_lake", _FIXTURE)
 lake = importlib.util.module_from_spec(_spec)
@@ -31,24 +29,9 @@ H12 = "2026-11-02 12:00:00"
 
 
 @pytest.fixture(scope="session")
-def full_build(tmp_path_factory):
-    from transform import run_build
-
-    home = tmp_path_factory.mktemp("wh")
-    # the fixture's hand computations are under the weights split (small_lake's docstring); the
-    # residual method has its own hand computations (unit test node_rate_split_residual)
-    config = home / "gpufinops.yaml"
-    config.write_text("cost:\n  split_method: weights\n")
-    settings = Settings(home=home, config=config)
-    lake.write_small_lake(settings.lake_dir)
-    result = run_build(settings, full_refresh=True, unit_tests=True)
-    con = duckdb.connect(str(settings.warehouse_path), read_only=True)
-    snapshot = {
-        "alloc": con.sql("select * from fct_gpu_allocation_hourly order by hour, pod").fetchall(),
-        "nodes": con.sql("select * from fct_node_hourly order by hour, node").fetchall(),
-    }
-    con.close()
-    return settings, result, snapshot
+def full_build(small_lake_build):
+    """The session's small-lake warehouse (tests/conftest.py; the recommender tests read it too)."""
+    return small_lake_build
 
 
 def _q(settings, sql, params=None):

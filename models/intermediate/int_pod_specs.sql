@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'pod_uid']) }}
+{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'pod_uid'], on_schema_change='append_new_columns') }}
 -- depends_on: {{ ref('stg_k8s__pods') }}
 -- One row per pod (cluster, pod UID): its spec as of its last snapshot, with the effective
 -- resource requests Kubernetes schedules on (per resource: max(Σ app containers, max init
@@ -73,6 +73,28 @@ effective as (
     group by cluster, pod_uid, entry.key
 ),
 
+request_map as (
+    -- every effective request under its verbatim resource name (the packer's constraints)
+    select cluster, pod_uid, map_from_entries(list(struct_pack(k := resource, v := qty) order by resource)) as requests
+    from effective
+    group by cluster, pod_uid
+),
+
+container_resources as (
+    -- per app container: CPU / memory request (a request defaults to its limit) and memory limit
+    select
+        cluster,
+        pod_uid,
+        list(struct_pack(
+            name := c.name,
+            cpu_request := coalesce(c.requests['cpu'], c.limits['cpu']),
+            memory_request := coalesce(c.requests['memory'], c.limits['memory']),
+            memory_limit := c.limits['memory'])) as container_resources
+    from containers_flat
+    where not is_init
+    group by cluster, pod_uid
+),
+
 resources as (
     select
         cluster,
@@ -119,10 +141,16 @@ final as (
         coalesce(r.other_accelerator_request, 0) as other_accelerator_request,
         -- a GPU-model constraint (nodeSelector on the GFD product label), for fragmentation task shapes
         l.node_selector['nvidia.com/gpu.product'] as gpu_model_constraint,
+        coalesce(rm.requests, map()) as requests,
+        cr.container_resources,
         l.last_seen
     from latest as l
     left join resources as r
         on l.cluster = r.cluster and l.pod_uid = r.pod_uid
+    left join request_map as rm
+        on l.cluster = rm.cluster and l.pod_uid = rm.pod_uid
+    left join container_resources as cr
+        on l.cluster = cr.cluster and l.pod_uid = cr.pod_uid
 )
 
 select * from final

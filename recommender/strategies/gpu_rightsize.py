@@ -104,8 +104,8 @@ class RightsizeFractional(Strategy[FractionalSettings]):
         per_gpu_rate = rate / max(w.gpu_equiv_per_pod * w.replicas, 1e-9)
         current = {"resource": "nvidia.com/gpu", "count": 1, "gpu_equiv": 1.0, "gpu_model": w.gpu_model,
                    "replicas": w.replicas}
-        if has_mig(w.gpu_model):
-            prof = smallest_fitting_profile(w.gpu_model, w.peak_fb_used_mib, headroom=s.memory_headroom,
+        if has_mig(data.mig_profiles, w.gpu_family):
+            prof = smallest_fitting_profile(data.mig_profiles, w.gpu_family, w.peak_fb_used_mib, headroom=s.memory_headroom,
                                             compute_p95=w.util_p95)
             if prof is None or prof.gpu_equiv >= 1.0:
                 return None

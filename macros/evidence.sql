@@ -1,0 +1,64 @@
+{#- Window evidence for the recommender, as DuckDB table macros stored in the warehouse (created by
+    the post-hook of fct_workload_gpu_hourly): the recommender asks for any window
+    [window_start, window_end) and gets sample-weighted means, maxima and exact merged-histogram
+    quantiles (macro hist_quantiles), computed here and nowhere else.
+      select * from gpu_workload_evidence_window(TIMESTAMP '...', TIMESTAMP '...')
+      select * from gpu_device_evidence_window(TIMESTAMP '...', TIMESTAMP '...') -#}
+
+{% macro create_evidence_window_macros() -%}
+  {%- set wl = ['cluster', 'namespace', 'workload'] -%}
+  {%- set dev = ['cluster', 'namespace', 'workload', 'pod', 'hostname', 'device_id', 'mig_instance'] -%}
+create or replace macro {{ this.schema }}.gpu_workload_evidence_window(window_start, window_end) as table
+  with h as (
+      select * from {{ this }} where hour >= window_start and hour < window_end
+  ),
+  util_rows as (
+      select cluster, namespace, workload, e.b as b, e.n as n
+      from (select cluster, namespace, workload, unnest(util_hist) as e from h) as u
+  ),
+  fb_rows as (
+      select cluster, namespace, workload, e.b as b, e.n as n
+      from (select cluster, namespace, workload, unnest(fb_hist) as e from h) as f
+  ),
+  uq as {{ hist_quantiles('util_rows', wl, {'p50': 0.5, 'p95': 0.95}) }},
+  fq as {{ hist_quantiles('fb_rows', wl, {'p50': 0.5, 'p95': 0.95}) }},
+  s as (
+      select cluster, namespace, workload,
+             sum(samples) as samples,
+             sum(util_mean * samples) / nullif(sum(case when util_mean is not null then samples end), 0) as util_mean,
+             max(util_max) as util_max,
+             max(fb_used_max_mib) as fb_used_max_mib,
+             max(fb_total_mib) as fb_total_mib,
+             count(*) as hours,
+             count(*) filter (where samples > 0) as measured_hours
+      from h
+      group by cluster, namespace, workload
+  )
+  select s.*,
+         {{ util_bucket_value('uq.p50') }} as util_p50,
+         {{ util_bucket_value('uq.p95') }} as util_p95,
+         {{ fb_bucket_value('fq.p50') }} as fb_used_p50_mib,
+         {{ fb_bucket_value('fq.p95') }} as fb_used_p95_mib
+  from s
+  left join uq on s.cluster = uq.cluster and s.namespace = uq.namespace and s.workload = uq.workload
+  left join fq on s.cluster = fq.cluster and s.namespace = fq.namespace and s.workload = fq.workload;
+
+create or replace macro {{ this.schema }}.gpu_device_evidence_window(window_start, window_end) as table
+  with d as (
+      select * from {{ ref('fct_gpu_device_evidence_hourly') }} where hour >= window_start and hour < window_end
+  ),
+  util_rows as (
+      select {{ dev | join(', ') }}, e.b as b, e.n as n
+      from (select {{ dev | join(', ') }}, unnest(util_hist) as e from d) as u
+  ),
+  q as {{ hist_quantiles('util_rows', dev, {'p50': 0.5, 'p95': 0.95}) }},
+  s as (
+      select {{ dev | join(', ') }}, sum(samples) as samples, max(util_max) as util_max,
+             sum(util_mean * samples) / nullif(sum(case when util_mean is not null then samples end), 0) as util_mean
+      from d
+      group by {{ dev | join(', ') }}
+  )
+  select s.*, {{ util_bucket_value('q.p50') }} as util_p50, {{ util_bucket_value('q.p95') }} as util_p95
+  from s
+  left join q on {% for k in dev %}s.{{ k }} = q.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
+{%- endmacro %}
