@@ -8,6 +8,7 @@ expected numbers are worked out by hand from the fixture's prices and requests (
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 from datetime import timedelta
 from pathlib import Path
@@ -15,6 +16,8 @@ from pathlib import Path
 import duckdb
 import pytest
 from typer.testing import CliRunner
+
+from gpufinops.settings import Settings
 
 _FIXTURE = Path(__file__).parent / "fixtures" / "warehouse" / "small_lake.py"
 _spec = importlib.util.spec_from_file_location("warehouse_small_lake", _FIXTURE)
@@ -196,11 +199,21 @@ def test_coverage_timeline_has_no_gaps(full_build):
 
 
 @pytest.fixture(scope="session")
-def incremental_build(full_build):
-    """One more hour lands (12:00-13:00) with three extra 0.25-GPU pods on the 1-GPU time-sliced node."""
+def incremental_build(full_build, tmp_path_factory):
+    """One more hour lands (12:00-13:00) with three extra 0.25-GPU pods on the 1-GPU time-sliced node.
+
+    It builds a copy of the shared small-lake home, which the recommender tests also read."""
+    import shutil
+
     from cli.main import app
 
-    settings, _, before = full_build
+    shared, _, before = full_build
+    home = tmp_path_factory.mktemp("wh-incremental") / "home"
+    shutil.copytree(shared.home, home)
+    settings = Settings(home=home, config=home / Path(shared.config).name)
+    state = home / "dbt" / "seeds.json"  # the seed record names the warehouse it was built into
+    if state.is_file() and "warehouse" in (record := json.loads(state.read_text())):
+        state.write_text(json.dumps(record | {"warehouse": str(Path(settings.warehouse_path).resolve())}))
     extra = [(lake._pod("ml", f"over-{i}", "ts", {"cpu": 1.0, "memory": 1.0 * lake.GIB, "nvidia.com/gpu": 1.0}), 2)
              for i in range(3)]
     lake.write_small_lake(settings.lake_dir, start=lake.T0 + timedelta(hours=2), hours=1, extra_pods=extra)
@@ -213,6 +226,7 @@ def incremental_build(full_build):
 def test_incremental_build_adds_the_new_hour_only(incremental_build):
     settings, out, before = incremental_build
     assert out.exit_code == 0, out.output
+    assert "full rebuild" not in out.output
     assert "Top tenants" in out.output and "idle-allocated" in out.output
     con = duckdb.connect(str(settings.warehouse_path), read_only=True)
     try:
