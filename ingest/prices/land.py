@@ -137,8 +137,10 @@ def ingest_price_file(lake_dir: Path | str, path: Path | str, fmt: str, *, regio
         start = min(r.effective_from for r in recs)
         ends = [r.effective_to for r in recs]
         end = OPEN_END if any(e is None for e in ends) else max(e for e in ends if e is not None)
-        record = writer.write("prices", records_to_table(recs), source=f"prices-{fmt}-{provider}-{name}",
-                              cluster=PRICES_CLUSTER, window_start=start, window_end=end)
+        with writer.run(f"prices-{fmt}-{provider}-{name}", PRICES_CLUSTER, start, end) as lake_run:
+            lake_run.add("prices", records_to_table(recs), where=str(path))
+        record = lake_run.record
+        assert record is not None
         result.runs.append(ProviderRun(provider, len(recs), start, end, record.run_id))
     result.non_usd = converted
     if converted:
