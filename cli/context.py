@@ -15,7 +15,7 @@ from rich.console import Console
 from gpufinops.errors import GpufinopsError
 from gpufinops.settings import Settings
 
-__all__ = ["console", "err_console", "settings_of", "handle_errors", "report_error", "debug_enabled"]
+__all__ = ["console", "err_console", "settings_of", "handle_errors", "report_error", "debug_enabled", "set_debug", "origin_of"]
 
 console = Console()
 err_console = Console(stderr=True)
@@ -29,14 +29,38 @@ def settings_of(ctx: typer.Context) -> Settings:
     return obj
 
 
+_debug = {"on": False}  # set by the root command for this invocation (--debug)
+
+
+def set_debug(on: bool) -> None:
+    _debug["on"] = on
+
+
 def debug_enabled() -> bool:
     """``--debug`` (or ``GPUFINOPS_DEBUG=1``): print tracebacks with errors."""
-    import click
-
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.find_root().meta.get("gpufinops.debug"):
+    if _debug["on"]:
         return True
     return os.environ.get("GPUFINOPS_DEBUG", "").strip().lower() in ("1", "true", "yes")
+
+
+def origin_of(ctx: typer.Context, param: str, envvar: str, flag: str) -> str:
+    """Where an option's value came from, for messages: the environment variable or the flag."""
+    import click
+
+    value = ctx.params.get(param)
+    source = ctx.get_parameter_source(param)
+    env = os.environ.get(envvar)
+    if source == click.core.ParameterSource.ENVIRONMENT or (env is not None and value is not None and flag not in sys.argv
+                                                            and _same(env, value)):
+        return f"environment variable {envvar}"
+    return flag
+
+
+def _same(text: str, value: Any) -> bool:
+    try:
+        return str(value) == text or float(text) == float(value)
+    except (TypeError, ValueError):
+        return False
 
 
 def _describe(exc: BaseException) -> tuple[str, int]:

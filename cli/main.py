@@ -9,7 +9,7 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from cli.context import report_error
+from cli.context import origin_of, report_error, set_debug
 from gpufinops.settings import load_settings
 
 
@@ -44,9 +44,9 @@ def _root(
     config: Path | None = typer.Option(None, "--config", envvar="GPUFINOPS_CONFIG", help="YAML settings file."),
     debug: bool = typer.Option(False, "--debug", envvar="GPUFINOPS_DEBUG", help="Print the traceback with an error."),
 ) -> None:
-    ctx.meta["gpufinops.debug"] = debug
-    origins = {name: ("environment variable " + env) for name, env in (("home", "GPUFINOPS_HOME"), ("config", "GPUFINOPS_CONFIG"))
-               if ctx.get_parameter_source(name) == click.core.ParameterSource.ENVIRONMENT}
+    set_debug(debug)
+    origins = {name: where for name, env, flag in (("home", "GPUFINOPS_HOME", "--home"), ("config", "GPUFINOPS_CONFIG", "--config"))
+               if (where := origin_of(ctx, name, env, flag)) != flag}
     ctx.obj = load_settings(home=home, config=config, _origins=origins)
 
 
