@@ -77,7 +77,18 @@ def _rows(snap: Snapshot, kind: str, ts: datetime) -> list[dict[str, Any]]:
                 out.append(namespace_row(obj, ts))
         except InputError as exc:
             raise InputError(f"{snap.origin}: {label} ({describe(obj, kind)}): {exc}") from exc
+        except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as exc:
+            # A field of the wrong JSON type (e.g. `spec: true`): the object is not a Kubernetes one.
+            raise InputError(f"{snap.origin}: {label} ({_safe_describe(obj, kind)}): malformed {kind} object, a field has "
+                             f"the wrong type ({type(exc).__name__}: {exc}); check it with `kubectl get -o json`") from exc
     return out
+
+
+def _safe_describe(obj: Mapping[str, Any], kind: str) -> str:
+    try:
+        return describe(obj, kind)
+    except Exception:  # noqa: BLE001 - only a label for a message about a malformed object
+        return kind
 
 
 def _duplicates(rows: list[dict[str, Any]], key: tuple[str, ...]) -> list[tuple[Any, ...]]:
