@@ -6,13 +6,12 @@ real bad data looks like (a utilisation ratio above 1, a negative wattage, a mad
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import csv
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from ingest.quality.checks import (
     Check,
