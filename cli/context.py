@@ -45,7 +45,7 @@ def debug_enabled() -> bool:
 
 def origin_of(ctx: typer.Context, param: str, envvar: str, flag: str) -> str:
     """Where an option's value came from, for messages: the environment variable or the flag."""
-    import click
+    from typer import _click as click  # the click typer vendors
 
     value = ctx.params.get(param)
     source = ctx.get_parameter_source(param)

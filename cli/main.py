@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 
-import click
 import typer
+from typer import _click as click  # typer 0.29 vendors click: its exceptions and Context are these
 from typer.core import TyperGroup
 
 from cli.context import origin_of, report_error, set_debug
@@ -21,8 +21,7 @@ class _OneErrorPath(TyperGroup):
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, typer.Exit, typer.Abort,
-                KeyboardInterrupt, SystemExit):
+        except (click.exceptions.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - the one place every error is reported
             raise typer.Exit(report_error(exc)) from None

@@ -34,9 +34,9 @@ class _Strict(BaseModel):
 class CostSettings(_Strict):
     """How node prices are split and shared costs distributed (DESIGN §3 Cost)."""
 
-    gpu_weight: float = Field(9.0, ge=0)
-    vcpu_weight: float = Field(0.9, ge=0)
-    gib_weight: float = Field(0.1, ge=0)
+    gpu_weight: float = Field(default=9.0, ge=0)
+    vcpu_weight: float = Field(default=0.9, ge=0)
+    gib_weight: float = Field(default=0.1, ge=0)
     shared_namespaces: list[str] = Field(
         default_factory=lambda: ["kube-system", "gpu-operator", "monitoring", "ingress-nginx"]
     )
@@ -62,9 +62,9 @@ class SourceConfig(_Strict):
     context: str | None = None
     file: Path | None = None
     format: str | None = None
-    step_s: int = Field(60, gt=0)
+    step_s: int = Field(default=60, gt=0)
     # Prometheus sources start from their watermark; without one, from now minus this lookback.
-    lookback_s: int = Field(3600, gt=0)
+    lookback_s: int = Field(default=3600, gt=0)
 
 
 class LimitSettings(_Strict):
@@ -72,11 +72,11 @@ class LimitSettings(_Strict):
     (:mod:`ingest.quality.suites`). A value outside it (or NaN, or infinite) is refused or
     quarantined per ``dq_on_failure``."""
 
-    max_price_per_hour: float = Field(10_000.0, gt=0)  # one node's price, USD/h
-    max_line_cost: float = Field(1e9, gt=0)  # |BilledCost|, |EffectiveCost|, ... of one FOCUS line
-    max_quantity: float = Field(1e15, gt=0)  # a resource quantity, a FOCUS quantity, bytes
-    max_gpus_per_container: int = Field(64, ge=1)  # nvidia.com/gpu (and other whole devices) per container
-    max_label_value_chars: int = Field(63, ge=1)  # Kubernetes' own limit on a label value
+    max_price_per_hour: float = Field(default=10_000.0, gt=0)  # one node's price, USD/h
+    max_line_cost: float = Field(default=1e9, gt=0)  # |BilledCost|, |EffectiveCost|, ... of one FOCUS line
+    max_quantity: float = Field(default=1e15, gt=0)  # a resource quantity, a FOCUS quantity, bytes
+    max_gpus_per_container: int = Field(default=64, ge=1)  # nvidia.com/gpu (and other whole devices) per container
+    max_label_value_chars: int = Field(default=63, ge=1)  # Kubernetes' own limit on a label value
     min_time: datetime = datetime(2000, 1, 1, tzinfo=UTC)  # samples and snapshots before this are refused
 
 
@@ -103,8 +103,8 @@ class Settings(BaseSettings):
 
     home: Path = Path("./var")
     config: Path | None = None
-    snapshot_interval_s: int = Field(60, gt=0)
-    coverage_cap_factor: int = Field(3, ge=1)
+    snapshot_interval_s: int = Field(default=60, gt=0)
+    coverage_cap_factor: int = Field(default=3, ge=1)
     cost: CostSettings = Field(default_factory=CostSettings)
     attribution: AttributionSettings = Field(default_factory=AttributionSettings)
     app_db_url: str | None = None

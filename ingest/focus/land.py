@@ -218,7 +218,7 @@ def _landed(root: Path, source: str, start: datetime, end: datetime) -> Replaced
     """The rows of ``source`` already in the lake whose window overlaps ``[start, end)``."""
     from ingest.lake import _FILE_RE, _parse_stamp
 
-    rows, files, runs = 0, set(), set()
+    rows, files, runs = 0, set[str](), set[str]()
     me = encode_name(source)
     for path in partition_files(root, "billing_focus", cluster=BILLING_CLUSTER):
         m = _FILE_RE.match(path.name)

@@ -70,7 +70,9 @@ def parse_price_file(path: Path | str, fmt: str, *, regions: Sequence[str] = ())
 def to_usd(records: list[PriceRecord], currency: Any, *, where: str) -> tuple[list[PriceRecord], list[PriceRecord]]:
     """Records in USD (converted with ``currency.usd_rate`` where needed), and the originals that
     were converted. A currency without a rate raises :class:`InputError` naming it."""
-    out, converted, missing = [], [], {}
+    out: list[PriceRecord] = []
+    converted: list[PriceRecord] = []
+    missing: dict[str, PriceRecord] = {}
     for rec in records:
         if rec.is_usd:
             out.append(rec)

@@ -653,7 +653,8 @@ class ResourceQuantities(Check):
         rows, names, values = QuantitiesInRange(self.column)._flat(data)
         rows_np = np.asarray(rows.to_numpy(zero_copy_only=False))
         names_l, values_np = names.to_pylist(), values.to_numpy(zero_copy_only=False)
-        bad_rows, examples = [], []
+        bad_rows: list[int] = []
+        examples: list[str] = []
         for i, (name, v) in enumerate(zip(names_l, values_np, strict=True)):
             why = None
             if name in self.whole and v == v and v >= 0 and (v != np.floor(v) or v > self.max_whole):
