@@ -73,7 +73,7 @@ def _prices(settings: Settings, src: SourceConfig) -> str:
     from ingest.prices.land import ingest_price_file
 
     result = ingest_price_file(settings.lake_dir, _need(src, "file"), _need(src, "format"),
-                               writer=LakeWriter(settings.lake_dir, quality=settings))
+                               writer=LakeWriter(settings.lake_dir, quality=settings), currency=settings.currency)
     return f"{sum(r.rows for r in result.runs)} price rows"
 
 
@@ -82,7 +82,7 @@ def _billing(settings: Settings, src: SourceConfig) -> str:
     from ingest.lake import LakeWriter
 
     result = ingest_focus_files(settings.lake_dir, [_need(src, "file")],
-                                writer=LakeWriter(settings.lake_dir, quality=settings))
+                                writer=LakeWriter(settings.lake_dir, quality=settings), currency=settings.currency)
     return f"{len(result.files)} FOCUS file(s)"
 
 
