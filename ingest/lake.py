@@ -1,5 +1,9 @@
 """The lake writer: every landing table as Parquet under ``<lake>/<table>/cluster=<c>/day=<d>/``.
 
+``<c>`` (and the source part of every file name) is :func:`encode_name` of the name: injective and
+reversible, so ``a/b`` and ``a-b`` never share a folder. A lake written with the old lossy names is
+upgraded in place the first time a writer opens it (:func:`upgrade_layout`).
+
 A *run* writes one (source, cluster, window) slice of one or more tables. Its files are written
 aside under ``_staging/<run_id>/`` and committed by renames, driven by a plan that is itself
 written atomically before the first rename; a run killed before the plan exists leaves nothing

@@ -24,7 +24,7 @@ def billing(
     demo_bill: Annotated[Path | None, typer.Option(
         "--demo-bill", help="Write a FOCUS 1.2 bill for the demo fleet from the warehouse to this file, then land it.")] = None,
 ) -> None:
-    """Land FOCUS bills in `billing_focus`: one run per (billing period, provider); a re-ingest replaces that slice."""
+    """Land FOCUS bills in `billing_focus`: one run per (billing period, provider, billing account, sub-account); a re-ingest replaces that slice and says so."""
     from ingest.focus import ingest_focus_files
 
     settings = settings_of(ctx)
