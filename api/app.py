@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import FastAPI
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.auth import Authenticator
@@ -93,7 +94,7 @@ class BodyLimitMiddleware:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
-                    raise _TooLarge()
+                    raise _TooLarge(detail)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -110,8 +111,12 @@ class BodyLimitMiddleware:
             await problem(413, detail)(scope, receive, send)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(StarletteHTTPException):
+    """A streamed (chunked) body passed the limit. An HTTPException, so that FastAPI's body parser,
+    which turns any other error while reading the body into a 400, lets it through as a 413."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(status_code=413, detail=detail)
 
 
 class WarehouseScopeMiddleware:

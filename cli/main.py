@@ -1,4 +1,4 @@
-"""Entry point: ``gpufinops [--home DIR] [--config FILE] COMMAND ...``."""
+"""Entry point: ``gpufinops [--home DIR] [--config FILE] [--debug] COMMAND ...``."""
 
 from __future__ import annotations
 
@@ -6,16 +6,33 @@ import importlib
 from pathlib import Path
 
 import typer
+from typer import _click as click  # typer 0.29 vendors click: its exceptions and Context are these
+from typer.core import TyperGroup
 
-from cli.context import err_console
-from gpufinops.errors import GpufinopsError
+from cli.context import origin_of, report_error, set_debug
 from gpufinops.settings import load_settings
+
+
+class _OneErrorPath(TyperGroup):
+    """The CLI's single error path: any exception a command raises becomes one ``error:`` line
+    (what to fix) and exit status 2 (bad input or settings) or 1 (a bug); the traceback is shown
+    only with ``--debug``. Usage errors, ``typer.Exit`` and Ctrl-C keep click's handling."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, typer.Exit, typer.Abort, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the one place every error is reported
+            raise typer.Exit(report_error(exc)) from None
+
 
 app = typer.Typer(
     name="gpufinops",
     help="GPU FinOps chargeback warehouse for Kubernetes.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=_OneErrorPath,
 )
 
 
@@ -37,12 +54,12 @@ def _root(
                                   help="Print the installed version and exit."),
     home: Path | None = typer.Option(None, "--home", envvar="GPUFINOPS_HOME", help="Folder of the lake, warehouse and app DB [default: ./var]."),
     config: Path | None = typer.Option(None, "--config", envvar="GPUFINOPS_CONFIG", help="YAML settings file."),
+    debug: bool = typer.Option(False, "--debug", envvar="GPUFINOPS_DEBUG", help="Print the traceback with an error."),
 ) -> None:
-    try:
-        ctx.obj = load_settings(home=home, config=config)
-    except GpufinopsError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(2) from exc
+    set_debug(debug)
+    origins = {name: where for name, env, flag in (("home", "GPUFINOPS_HOME", "--home"), ("config", "GPUFINOPS_CONFIG", "--config"))
+               if (where := origin_of(ctx, name, env, flag)) != flag}
+    ctx.obj = load_settings(home=home, config=config, _origins=origins)
 
 
 # Command groups register themselves; the list is the CLI's table of contents.

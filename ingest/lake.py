@@ -1,5 +1,9 @@
 """The lake writer: every landing table as Parquet under ``<lake>/<table>/cluster=<c>/day=<d>/``.
 
+``<c>`` (and the source part of every file name) is :func:`encode_name` of the name: injective and
+reversible, so ``a/b`` and ``a-b`` never share a folder. A lake written with the old lossy names is
+upgraded in place the first time a writer opens it (:func:`upgrade_layout`).
+
 A *run* writes one (source, cluster, window) slice of one or more tables. Its files are written
 aside under ``_staging/<run_id>/`` and committed by renames, driven by a plan that is itself
 written atomically before the first rename; a run killed before the plan exists leaves nothing
@@ -42,13 +46,16 @@ from gpufinops.errors import SchemaError, ValidationFailed
 from ingest.quality.gate import OnFailure, QualityGate, write_quarantine
 from ingest.schema import TABLES, TS, LandingTable, get_table
 
-__all__ = ["LakeWriter", "LakeRun", "RunRecord", "conform", "list_runs", "partition_files", "run_is_alive"]
+__all__ = ["LakeWriter", "LakeRun", "RunRecord", "conform", "list_runs", "partition_files", "run_is_alive",
+           "encode_name", "decode_name", "upgrade_layout", "LAYOUT_VERSION"]
 
 _STAGING = "_staging"
 _RUNS = "_runs"
 _PLAN = "COMMIT.json"
 _ALIVE = ".alive"
-_SAFE = re.compile(r"[^A-Za-z0-9.-]+")
+_KEEP = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-")
+_LAYOUT = "_layout.json"
+LAYOUT_VERSION = 2  # 1: lossy names (every run of other characters -> '-'); 2: percent-encoded
 _FILE_RE = re.compile(r"^(?P<source>.+?)__(?P<start>\d{8}T\d{6}Z)__(?P<end>\d{8}T\d{6}Z)__part(?P<part>\d+)\.parquet$")
 _ROW_GROUP = 1 << 20
 
@@ -67,11 +74,33 @@ def _utc(ts: datetime) -> datetime:
     return ts.astimezone(UTC)
 
 
-def _safe(name: str) -> str:
-    out = _SAFE.sub("-", name).strip("-")
-    if not out:
-        raise SchemaError(f"name {name!r} has no usable characters for a lake path")
-    return out
+def encode_name(name: str) -> str:
+    """A cluster or source name as one path segment: injective and reversible (:func:`decode_name`).
+
+    Letters, digits, ``.`` and ``-`` stay as they are (so every name that was already safe keeps
+    its folder); every other UTF-8 byte becomes ``%XX`` (``/`` -> ``%2F``, ``:`` -> ``%3A``,
+    ``_`` -> ``%5F``, ``%`` -> ``%25``). ``.`` and ``..`` on their own are escaped too."""
+    if not name:
+        raise SchemaError("an empty name cannot be a lake path segment (cluster and source need a value)")
+    if name in (".", ".."):
+        return name.replace(".", "%2E")
+    out = []
+    for ch in name:
+        if ch in _KEEP:
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+def decode_name(segment: str) -> str:
+    """The name :func:`encode_name` made ``segment`` from."""
+    from urllib.parse import unquote
+
+    return unquote(segment, errors="strict")
+
+
+_safe = encode_name
 
 
 @dataclass
@@ -169,18 +198,25 @@ def _run_fields() -> list[pa.Field]:
 class LakeWriter:
     """Opens a lake directory, recovering any interrupted commit first.
 
-    ``quality`` is the data-quality gate every batch passes: a :class:`QualityGate`, or the
-    policy on failure (``"fail"``, the default, or ``"quarantine"``; see ``Settings.dq_on_failure``).
+    ``quality`` is the data-quality gate every batch passes: a :class:`QualityGate`, the
+    :class:`~gpufinops.settings.Settings` (their ``dq_on_failure`` and ``limits``), or the policy
+    on failure (``"fail"``, the default, or ``"quarantine"``).
     """
 
-    def __init__(self, root: Path | str, quality: QualityGate | OnFailure | None = None):
+    def __init__(self, root: Path | str, quality: QualityGate | OnFailure | Any = None):
         self.root = Path(root)
-        self.quality = quality if isinstance(quality, QualityGate) else QualityGate(quality or "fail")
+        if isinstance(quality, QualityGate):
+            self.quality = quality
+        elif hasattr(quality, "dq_on_failure"):  # the Settings: their policy and their limits
+            self.quality = QualityGate.from_settings(quality)
+        else:
+            self.quality = QualityGate(quality or "fail")
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / _STAGING).mkdir(exist_ok=True)
         (self.root / _RUNS).mkdir(exist_ok=True)
         with self._lock():
             self._recover()
+            upgrade_layout(self.root)
 
     # -- public ---------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -526,6 +562,65 @@ def _day_of(dirname: str) -> date | None:
 def _day_overlaps(day: date, start: datetime, end: datetime) -> bool:
     d0 = datetime(day.year, day.month, day.day, tzinfo=UTC)
     return d0 < end and start < d0 + timedelta(days=1)
+
+
+def upgrade_layout(root: Path) -> list[tuple[str, str]]:
+    """Bring a lake written with the old, lossy folder names to layout 2 (caller holds the lock).
+
+    Layout 1 turned every run of characters outside ``[A-Za-z0-9.-]`` into ``-`` (``a/b`` and
+    ``a-b`` shared a folder; ``_billing`` became ``billing``). Every file carries its cluster in
+    its rows, so each file whose folder is not the encoding of that cluster is moved to the
+    folder that is. FOCUS files of the old (period, provider) slices are split per billing
+    account into the new slices (:mod:`ingest.focus.land`). Idempotent; the marker
+    ``_layout.json`` is written last, so a crash midway is finished by the next writer. Returns
+    the (old, new) relative paths moved."""
+    marker = root / _LAYOUT
+    if marker.exists():
+        return []
+    moved: list[tuple[str, str]] = []
+    sources = {r.run_id: r.source for r in list_runs(root)}
+    for table in TABLES:
+        tdir = root / table
+        if not tdir.is_dir():
+            continue
+        for path in sorted(tdir.glob("cluster=*/day=*/*.parquet")):
+            first = pq.read_table(path, columns=["cluster", "ingest_run_id"]).slice(0, 1).to_pylist()
+            m = _FILE_RE.match(path.name)
+            if not first or not m:
+                continue
+            source = sources.get(first[0]["ingest_run_id"])
+            new_dir = tdir / f"cluster={encode_name(first[0]['cluster'])}" / path.parent.name
+            if table == "billing_focus" and source is not None:
+                from ingest.focus.land import split_legacy_slice  # the rule of the slice key lives there
+
+                parts = split_legacy_slice(path, source)  # None: already a file of the new slices
+                if parts is not None:
+                    for new_source, part in parts:
+                        dst = new_dir / f"{encode_name(new_source)}__{m['start']}__{m['end']}__part{m['part']}.parquet"
+                        dst.parent.mkdir(parents=True, exist_ok=True)
+                        tmp = dst.with_suffix(".parquet.tmp")
+                        pq.write_table(part, tmp, compression="zstd", row_group_size=_ROW_GROUP)
+                        os.replace(tmp, dst)
+                        moved.append((str(path.relative_to(root)), str(dst.relative_to(root))))
+                    path.unlink()
+                    continue
+            name = path.name if source is None else (
+                f"{encode_name(source)}__{m['start']}__{m['end']}__part{m['part']}.parquet")
+            dst = new_dir / name
+            if dst != path:
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(path, dst)
+                moved.append((str(path.relative_to(root)), str(dst.relative_to(root))))
+        for cdir in tdir.glob("cluster=*"):
+            for ddir in list(cdir.glob("day=*")):
+                with contextlib.suppress(OSError):
+                    ddir.rmdir()  # only when empty
+            with contextlib.suppress(OSError):
+                cdir.rmdir()
+    tmp = marker.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"layout": LAYOUT_VERSION, "moved": len(moved)}))
+    os.replace(tmp, marker)
+    return moved
 
 
 def list_runs(root: Path | str) -> list[RunRecord]:

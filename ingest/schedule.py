@@ -40,7 +40,7 @@ def _k8s(settings: Settings, src: SourceConfig) -> str:
     from ingest.lake import LakeWriter
 
     k8s = K8sSettings.load(settings.config, kubeconfig=src.kubeconfig, context=src.context)
-    snap, record = ingest_once(LakeWriter(settings.lake_dir, quality=settings.dq_on_failure), _need(src, "cluster"), k8s)
+    snap, record = ingest_once(LakeWriter(settings.lake_dir, quality=settings), _need(src, "cluster"), k8s)
     return f"snapshot rows {record.rows}"
 
 
@@ -61,7 +61,7 @@ def _prometheus(source: str) -> Callable[[Settings, SourceConfig], str]:
         token = settings.prometheus_token.get_secret_value() if settings.prometheus_token else None
         with PromClient(url, token=token) as client:
             summary = ingest_range(client, settings.lake_dir, source, cluster, start, end, step_s=src.step_s,
-                                   quality=settings.dq_on_failure)
+                                   quality=settings)
         d = summary.as_dict()
         return f"{d.get('rows', 0)} rows in {d.get('windows', 0)} window(s)"
 
@@ -73,7 +73,7 @@ def _prices(settings: Settings, src: SourceConfig) -> str:
     from ingest.prices.land import ingest_price_file
 
     result = ingest_price_file(settings.lake_dir, _need(src, "file"), _need(src, "format"),
-                               writer=LakeWriter(settings.lake_dir, quality=settings.dq_on_failure))
+                               writer=LakeWriter(settings.lake_dir, quality=settings), currency=settings.currency)
     return f"{sum(r.rows for r in result.runs)} price rows"
 
 
@@ -82,7 +82,7 @@ def _billing(settings: Settings, src: SourceConfig) -> str:
     from ingest.lake import LakeWriter
 
     result = ingest_focus_files(settings.lake_dir, [_need(src, "file")],
-                                writer=LakeWriter(settings.lake_dir, quality=settings.dq_on_failure))
+                                writer=LakeWriter(settings.lake_dir, quality=settings), currency=settings.currency)
     return f"{len(result.files)} FOCUS file(s)"
 
 

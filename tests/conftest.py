@@ -95,3 +95,17 @@ def small_lake_build(tmp_path_factory):
     }
     con.close()
     return settings, result, snapshot
+
+
+@pytest.fixture(scope="session")
+def bad_input_base(tmp_path_factory) -> Path:
+    """A small home with every file source landed once and the app DB (the bad-input suite's start)."""
+    from badinput import build_base_home
+
+    return build_base_home(tmp_path_factory.mktemp("bad-input") / "home")
+
+
+@pytest.fixture
+def bad_home(bad_input_base: Path, tmp_path: Path) -> Path:
+    """A private copy of :func:`bad_input_base` for one case."""
+    return shutil.copytree(bad_input_base, tmp_path / "home")

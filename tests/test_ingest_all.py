@@ -24,6 +24,9 @@ def test_all_sources_run_and_failures_are_reported(tmp_path: Path) -> None:
     cfg.write_text(
         f"""
 home: {tmp_path / 'home'}
+currency:
+  rates:
+    EUR: 1.1  # own_prices.csv has a EUR row: refused without a rate
 sources:
   - kind: prices
     file: {FIX / 'prices' / 'own_prices.csv'}

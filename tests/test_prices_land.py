@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from gpufinops.settings import CurrencySettings
 from ingest.lake import LakeWriter, list_runs, partition_files
 from ingest.prices import OPEN_END, PRICES_CLUSTER, ingest_price_file, missing_instance_types
 
@@ -27,15 +28,18 @@ def _prices(lake: Path) -> list[tuple]:
 
 def test_one_run_per_provider_and_reingest_is_idempotent(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    res = ingest_price_file(lake, FIX / "own_prices.csv", "csv")
+    rates = CurrencySettings(rates={"EUR": 1.1})
+    res = ingest_price_file(lake, FIX / "own_prices.csv", "csv", currency=rates)
     assert [(r.provider, r.rows) for r in res.runs] == [("aws", 2), ("azure", 1), ("gcp", 1)]
-    assert [r.currency for r in res.non_usd] == ["EUR"]
+    assert [r.currency for r in res.non_usd] == ["EUR"]  # converted with the rate, never landed as EUR
     aws = res.runs[0]
     # aws rows: one open-ended, so the window runs to the open end.
     assert aws.window_start == datetime(2026, 11, 1, tzinfo=UTC) and aws.window_end == OPEN_END
     first = _prices(lake)
     assert len(first) == 4 and {row[-1] for row in first} == {PRICES_CLUSTER}
-    ingest_price_file(lake, FIX / "own_prices.csv", "csv")
+    assert {row[5] for row in first} == {"USD"}
+    assert [row[4] for row in first if row[0] == "azure"] == [pytest.approx(3.40 * 1.1)]
+    ingest_price_file(lake, FIX / "own_prices.csv", "csv", currency=rates)
     assert _prices(lake) == first  # replaced, not duplicated
     runs = [r for r in list_runs(lake) if r.status == "committed"]
     assert len(runs) == 6 and {r.source for r in runs} == {
@@ -107,7 +111,12 @@ def test_cli_ingests_and_checks_nodes(tmp_path: Path) -> None:
     assert "p4d.24xlarge/on_demand" not in res.output
     assert len(_prices(tmp_path / "lake")) == 5
     res = runner.invoke(app, ["--home", str(tmp_path), "ingest", "prices", "--file", str(FIX / "own_prices.csv"), "--format", "csv"])
-    assert res.exit_code == 0 and "EUR" in res.output and "not USD" in res.output
+    assert res.exit_code == 2 and "EUR" in res.output and "currency.rates.EUR" in res.output  # no rate: refused
+    cfg = tmp_path / "rates.yaml"
+    cfg.write_text("currency:\n  rates:\n    EUR: 1.1\n")
+    res = runner.invoke(app, ["--home", str(tmp_path), "--config", str(cfg), "ingest", "prices", "--file",
+                              str(FIX / "own_prices.csv"), "--format", "csv"])
+    assert res.exit_code == 0 and "EUR" in res.output and "converted" in res.output
     res = runner.invoke(app, ["--home", str(tmp_path), "ingest", "prices", "--file", str(FIX / "own_prices.csv"), "--format", "xml"])
     assert res.exit_code == 2 and "unknown price format 'xml'" in res.output
 

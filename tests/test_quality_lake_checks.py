@@ -141,7 +141,8 @@ def test_cli_check_prints_the_report_and_exits_by_severity(lake):
     res = runner.invoke(app, ["--home", str(home), "check", "--json"])
     assert res.exit_code == 1, res.output
     out = {r["check"]: r for r in json.loads(res.output)}
-    assert set(out) == {"price_coverage", "no_overallocation", "runs_final"}
+    assert set(out) == {"price_coverage", "no_overallocation", "pods_on_known_nodes", "duplicate_prices", "runs_final",
+                        "rejected_runs"}
     assert not out["no_overallocation"]["success"]
     res = runner.invoke(app, ["--home", str(home), "check", "--only", "price_coverage"])
     assert res.exit_code == 0 and "p5.48xlarge" in res.output  # a warning does not fail ...

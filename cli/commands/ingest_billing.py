@@ -24,7 +24,7 @@ def billing(
     demo_bill: Annotated[Path | None, typer.Option(
         "--demo-bill", help="Write a FOCUS 1.2 bill for the demo fleet from the warehouse to this file, then land it.")] = None,
 ) -> None:
-    """Land FOCUS bills in `billing_focus`: one run per (billing period, provider); a re-ingest replaces that slice."""
+    """Land FOCUS bills in `billing_focus`: one run per (billing period, provider, billing account, sub-account); a re-ingest replaces that slice and says so."""
     from ingest.focus import ingest_focus_files
 
     settings = settings_of(ctx)
@@ -45,15 +45,22 @@ def billing(
         raise InputError("give --focus FILE (or --demo-bill OUT)")
     from ingest.lake import LakeWriter
 
-    writer = LakeWriter(settings.lake_dir, quality=settings.dq_on_failure)
-    result = ingest_focus_files(settings.lake_dir, paths, version=focus_version, writer=writer)
+    writer = LakeWriter(settings.lake_dir, quality=settings)
+    result = ingest_focus_files(settings.lake_dir, paths, version=focus_version, writer=writer,
+                                currency=settings.currency)
     table = Table(title="billing_focus")
-    for col in ("provider", "billing period", "rows", "billed", "effective", "run"):
+    for col in ("provider", "billing period", "account", "rows", "billed (USD)", "effective (USD)", "run"):
         table.add_column(col)
     for run in result.runs:
-        table.add_row(run.provider, f"{run.period_start:%Y-%m-%d} .. {run.period_end:%Y-%m-%d}", str(run.rows),
+        account = (run.billing_account or "-") + (f" / {run.sub_account}" if run.sub_account else "")
+        table.add_row(run.provider, f"{run.period_start:%Y-%m-%d} .. {run.period_end:%Y-%m-%d}", account, str(run.rows),
                       f"{run.billed_cost:,.2f}", f"{run.effective_cost:,.2f}", run.run_id)
     console.print(table)
+    for run in result.runs:
+        if run.replaced is not None:
+            console.print(f"replaced slice {run.slice_label}: {run.replaced.rows} rows from "
+                          f"{', '.join(run.replaced.files) or '(unknown file)'} (run {', '.join(run.replaced.runs)})",
+                          highlight=False, soft_wrap=True)
     for f in result.files:
         console.print(f"{f.path.name}: FOCUS {f.version}, {f.rows} rows, sha256 {f.file_hash[:12]}")
 

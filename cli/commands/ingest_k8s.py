@@ -19,11 +19,16 @@ __all__ = ["register"]
 
 
 def _parse_at(text: str) -> datetime:
+    from ingest.prometheus.timeparse import check_time
+
     try:
         ts = datetime.fromisoformat(text.strip())
+        ts = ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
     except ValueError:
         raise ConfigError(f"--at: {text!r} is not an ISO 8601 time (e.g. 2026-11-29T16:50:00Z)") from None
-    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+    except OverflowError:
+        raise ConfigError(f"--at {text!r} is out of range: give a time between 1970 and 2200") from None
+    return check_time(ts, option="--at")
 
 
 def _report(snap: Any, record: Any) -> None:
@@ -48,7 +53,7 @@ def _ingest_dumps(settings: Settings, cluster: str, patterns: list[str], at: dat
         from ingest.k8s.dump import parse_dump
 
         snap = parse_dump(sys.stdin.buffer.read(), "dump on stdin", at or datetime.now(UTC))
-        _report(snap, land_snapshot(LakeWriter(settings.lake_dir, quality=settings.dq_on_failure), cluster, snap))
+        _report(snap, land_snapshot(LakeWriter(settings.lake_dir, quality=settings), cluster, snap))
         return
     paths = expand_dump_paths(patterns)
     if at is not None and len(paths) > 1:
@@ -60,7 +65,7 @@ def _ingest_dumps(settings: Settings, cluster: str, patterns: list[str], at: dat
         if t in seen:
             raise InputError(f"dump files {seen[t]} and {p} have the same snapshot time {t.isoformat()}; pass --at per file")
         seen[t] = p
-    writer = LakeWriter(settings.lake_dir, quality=settings.dq_on_failure)
+    writer = LakeWriter(settings.lake_dir, quality=settings)
     with Progress(console=err_console, transient=True, disable=len(paths) < 2) as progress:
         task = progress.add_task("dump files", total=len(paths))
         for p in paths:
@@ -113,7 +118,7 @@ def _ingest_live(settings: Settings, cluster: str, k8s: K8sSettings, every_s: fl
     from ingest.lake import LakeWriter
 
     lister = ApiLister(api_client_from(k8s), k8s)
-    writer = LakeWriter(settings.lake_dir, quality=settings.dq_on_failure)
+    writer = LakeWriter(settings.lake_dir, quality=settings)
     if every_s is not None and iterations is None:
         console.print(f"snapshotting {lister.host} every {every_s:g}s; Ctrl-C to stop", highlight=False)
     try:

@@ -44,8 +44,9 @@ def prices(
         else:
             from ingest.lake import LakeWriter
 
-            writer = LakeWriter(settings.lake_dir, quality=settings.dq_on_failure)
-            result = ingest_price_file(settings.lake_dir, file, fmt, regions=region, writer=writer)
+            writer = LakeWriter(settings.lake_dir, quality=settings)
+            result = ingest_price_file(settings.lake_dir, file, fmt, regions=region, writer=writer,
+                                       currency=settings.currency)
             table = Table(title=f"prices from {Path(file).name} ({fmt})")
             for col in ("provider", "rows", "window", "run"):
                 table.add_column(col)
@@ -57,9 +58,15 @@ def prices(
                 err_console.print(f"[yellow]warning:[/] {file}: no price rows matched (format {fmt}, regions {region or 'all'})")
             non_usd = result.non_usd
         if non_usd:
-            currencies = sorted({r.currency for r in non_usd})
-            err_console.print(f"[yellow]warning:[/] {len(non_usd)} rows are priced in {', '.join(currencies)}, not USD; "
-                              "they are kept with their currency, but the warehouse reads usd_per_hour as USD.")
+            currencies = sorted({r.currency.upper() for r in non_usd})
+            rates = ", ".join(f"{c} at {settings.currency.usd_rate(c)} USD" for c in currencies)
+            verb = "would be converted" if dry_run else "were converted"
+            err_console.print(f"[yellow]note:[/] {len(non_usd)} rows are priced in {', '.join(currencies)}, not USD; "
+                              f"they {verb} with currency.rates ({rates})." if all(
+                                  settings.currency.usd_rate(c) for c in currencies) else
+                              f"[yellow]warning:[/] {len(non_usd)} rows are priced in {', '.join(currencies)}, not USD, "
+                              "and no rate is set under `currency.rates`: ingesting this file will be refused.",
+                              highlight=False, soft_wrap=True)
     if check_nodes:
         missing = missing_instance_types(settings.lake_dir)
         if not missing:

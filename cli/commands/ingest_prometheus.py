@@ -74,7 +74,7 @@ def dcgm(
         if prometheus:
             raise ConfigError("pass either --from-file or --prometheus, not both")
         at_ts = parse_time(at, option="--at") if at else None
-        summary = ingest_exposition_file(from_file, settings.lake_dir, cluster, at=at_ts, quality=settings.dq_on_failure)
+        summary = ingest_exposition_file(from_file, settings.lake_dir, cluster, at=at_ts, quality=settings)
         _print(summary.as_dict())
         return
     _run_api(settings, "dcgm", cluster, prometheus, start, end, step,
@@ -130,7 +130,7 @@ def _run_api(settings: Settings, source: str, cluster: str, url: str | None, sta
             Progress(TextColumn(f"{source} {cluster}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                      console=console, transient=True, disable=not console.is_terminal) as progress:
         task = progress.add_task("windows", total=total)
-        summary = ingest_range(client, settings.lake_dir, source, cluster, start_ts, end_ts, step_s=step_s, quality=settings.dq_on_failure,
+        summary = ingest_range(client, settings.lake_dir, source, cluster, start_ts, end_ts, step_s=step_s, quality=settings,
                                limits=limits, concurrency=concurrency, loaders=loaders, on_window=lambda _w, _n: progress.advance(task))
     _print(summary.as_dict())
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from cli.context import console, handle_errors, settings_of
+from cli.context import console, handle_errors, origin_of, settings_of
+from gpufinops.errors import ConfigError
 
 __all__ = ["register"]
 
@@ -27,6 +29,9 @@ def register(app: typer.Typer) -> None:
         from recommender.engine import config_from_settings, run
 
         settings = settings_of(ctx)
+        if window_days is not None and not (math.isfinite(window_days) and 0 < window_days <= 3660):
+            src = origin_of(ctx, "window_days", "GPUFINOPS_RECOMMEND_WINDOW_DAYS", "--window-days")
+            raise ConfigError(f"{src} {window_days!r}: give a number of days > 0 and at most 3660 (e.g. 7)")
         config = config_from_settings(settings)
         if window_days is not None:
             config.loader.window_days = window_days

@@ -134,11 +134,20 @@ def _read_csv(path: Path) -> pa.Table:
     opener: Callable[..., Any] = gzip.open if path.suffix.lower() == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8-sig", newline="") as fh:
+            head = fh.read(1 << 16)
+            fh.seek(0)
             header = next(csv.reader(fh), None)
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, EOFError, gzip.BadGzipFile, csv.Error) as exc:
         raise InputError(f"{path}: cannot read the CSV header: {exc}") from exc
-    if not header:
+    stripped = head.lstrip()
+    if not stripped:
         raise InputError(f"{path}: empty file (no CSV header)")
+    if stripped[0] in "{[":
+        raise InputError(f"{path}: this is JSON, not a FOCUS bill; give the FOCUS export as CSV (header line first) or Parquet")
+    if not header or not any(h.strip() for h in header):
+        first = head[: len(head) - len(stripped)].count("\n") + 1
+        raise InputError(f"{path}: line 1 is blank; a FOCUS CSV must start with its header line "
+                         f"(the first non-blank line is line {first}): remove the blank line(s)")
     header = [h.strip() for h in header]
     dupes = sorted({h for h in header if header.count(h) > 1})
     if dupes:
@@ -182,7 +191,7 @@ def _typed(col: pa.ChunkedArray, name: str, target: pa.DataType, path: Path, src
                 return col.cast(pa.timestamp("us")).cast(TS)
         elif name in FLOAT_COLUMNS and (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)
                                          or pa.types.is_decimal(col.type)):
-            return col.cast(pa.float64())
+            return _finite(col.cast(pa.float64()), path, src)
         elif name in MAP_COLUMNS and (pa.types.is_map(col.type) or pa.types.is_struct(col.type)):
             return _tags_from_objects(col.to_pylist(), path, src)
         elif pa.types.is_string(target):
@@ -225,7 +234,7 @@ def _time_value(value: str | None, path: Path, i: int, src: str) -> datetime | N
 
 def _parse_floats(col: pa.ChunkedArray, path: Path, src: str) -> pa.ChunkedArray:
     try:
-        return col.cast(pa.float64())
+        out = col.cast(pa.float64())
     except pa.ArrowInvalid:
         values = []
         for i, v in enumerate(col.to_pylist()):
@@ -233,7 +242,17 @@ def _parse_floats(col: pa.ChunkedArray, path: Path, src: str) -> pa.ChunkedArray
                 values.append(None if v is None else float(v))
             except ValueError:
                 raise InputError(f"{path}: row {i + 1}, column {src}: {v!r} is not a number") from None
-        return pa.chunked_array([pa.array(values, pa.float64())])
+        out = pa.chunked_array([pa.array(values, pa.float64())])
+    return _finite(out, path, src)
+
+
+def _finite(col: pa.ChunkedArray, path: Path, src: str, raw: pa.ChunkedArray | None = None) -> pa.ChunkedArray:
+    """Money and quantities are finite numbers: NaN and infinities are refused, naming the row."""
+    bad = pc.fill_null(pc.invert(pc.is_finite(col)), False)
+    if pc.any(bad).as_py():
+        row = pc.index(bad, True).as_py()
+        raise InputError(f"{path}: row {row + 1}, column {src}: {col[row].as_py()!r} is not a finite number")
+    return col
 
 
 def _parse_tags(col: pa.ChunkedArray, path: Path, src: str) -> pa.ChunkedArray:

@@ -8,6 +8,7 @@ next snapshot of the same cluster (DESIGN §3 and §7); nothing here extrapolate
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,8 @@ from ingest.lake import LakeWriter, RunRecord
 from ingest.schema import TABLES
 
 __all__ = ["SOURCE", "SNAPSHOT_WINDOW", "Snapshot", "land_snapshot", "snapshot_start", "snapshot_tables"]
+
+log = logging.getLogger("gpufinops.ingest.k8s")
 
 SOURCE = "k8s"
 SNAPSHOT_WINDOW = timedelta(seconds=1)
@@ -74,7 +77,18 @@ def _rows(snap: Snapshot, kind: str, ts: datetime) -> list[dict[str, Any]]:
                 out.append(namespace_row(obj, ts))
         except InputError as exc:
             raise InputError(f"{snap.origin}: {label} ({describe(obj, kind)}): {exc}") from exc
+        except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as exc:
+            # A field of the wrong JSON type (e.g. `spec: true`): the object is not a Kubernetes one.
+            raise InputError(f"{snap.origin}: {label} ({_safe_describe(obj, kind)}): malformed {kind} object, a field has "
+                             f"the wrong type ({type(exc).__name__}: {exc}); check it with `kubectl get -o json`") from exc
     return out
+
+
+def _safe_describe(obj: Mapping[str, Any], kind: str) -> str:
+    try:
+        return describe(obj, kind)
+    except Exception:  # noqa: BLE001 - only a label for a message about a malformed object
+        return kind
 
 
 def _duplicates(rows: list[dict[str, Any]], key: tuple[str, ...]) -> list[tuple[Any, ...]]:
@@ -102,9 +116,26 @@ def snapshot_tables(snap: Snapshot) -> dict[str, pa.Table]:
     return tables
 
 
+def pods_on_unknown_nodes(tables: dict[str, pa.Table]) -> list[str]:
+    """``namespace/pod -> node`` for scheduled pods whose node the snapshot does not hold (judged
+    only when the snapshot holds nodes at all: a dump of pods alone has none)."""
+    nodes = set(tables["k8s_nodes"].column("node").to_pylist())
+    if not nodes:
+        return []
+    pods = tables["k8s_pods"].select(["namespace", "pod", "node"]).to_pylist()
+    return [f"{p['namespace']}/{p['pod']} -> {p['node']}" for p in pods if p["node"] and p["node"] not in nodes]
+
+
 def land_snapshot(writer: LakeWriter, cluster: str, snap: Snapshot) -> RunRecord:
-    """Write one snapshot as one atomic run; re-landing the same snapshot replaces it."""
+    """Write one snapshot as one atomic run; re-landing the same snapshot replaces it.
+
+    Pods on nodes missing from the snapshot are landed (they exist) and flagged: a warning here,
+    and ``gpufinops check`` (``pods_on_known_nodes``) lists them."""
     tables = snapshot_tables(snap)
+    unknown = pods_on_unknown_nodes(tables)
+    if unknown:
+        log.warning("%s: %d pod(s) on nodes that are not in the snapshot (costed at 0 GPU-hours): %s",
+                    snap.origin, len(unknown), ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else ""))
     start = snapshot_start(snap.taken_at)
     with writer.run(SOURCE, cluster, start, start + SNAPSHOT_WINDOW) as run:
         for name, table in tables.items():

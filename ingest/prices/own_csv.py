@@ -70,8 +70,8 @@ def _row(path: Path, line: int, row: dict[str, str | None]) -> PriceRecord:
     if capacity not in CAPACITY_TYPES:
         raise InputError(f"{where('capacity_type')}: {capacity!r} is not one of {list(CAPACITY_TYPES)}")
     price = _number(text("usd_per_hour"), where("usd_per_hour"))
-    if price is None or price <= 0:
-        raise InputError(f"{where('usd_per_hour')}: must be a price > 0, got {text('usd_per_hour')!r}")
+    if price is None or not price > 0 or price == float("inf"):  # NaN fails `> 0`
+        raise InputError(f"{where('usd_per_hour')}: must be a price > 0 (and finite), got {text('usd_per_hour')!r}")
     gpu = _number(text("gpu_usd_per_hour"), where("gpu_usd_per_hour"))
     if gpu is not None and gpu < 0:
         raise InputError(f"{where('gpu_usd_per_hour')}: must be >= 0, got {gpu}")

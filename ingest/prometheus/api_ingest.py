@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Any, TypeVar
 
 from gpufinops.errors import InputError
 from ingest.lake import LakeRun, LakeWriter
@@ -111,7 +111,7 @@ def ingest_range(
     loaders: list[MetricLoader] | None = None,
     on_window: Callable[[Window, int], None] | None = None,
     concurrency: int = 2,
-    quality: Literal["fail", "quarantine"] = "fail",
+    quality: Any = "fail",  # "fail" | "quarantine" | a QualityGate | the Settings (see LakeWriter)
 ) -> IngestSummary:
     """Fetch ``[start, end)`` window by window; each window commits one lake run, then the watermark.
 

@@ -129,7 +129,13 @@ def _parse_sample(path: Path, lineno: int, line: str, om: bool) -> Sample:
         if not om and not re.fullmatch(r"-?\d+", fields[1]):
             raise bad(f"timestamp {fields[1]!r} is not integer milliseconds")
         ts = t if om else t / 1000.0
+        if not (0 <= ts < _MAX_TS):
+            raise bad(f"timestamp {fields[1]!r} is out of range (before 1970 or after 2200; "
+                      f"{'seconds' if om else 'milliseconds'} since the epoch expected)")
     return Sample(name, labels, value, ts, lineno)
+
+
+_MAX_TS = 7258118400.0  # 2200-01-01T00:00:00Z
 
 
 def _unescape(m: re.Match[str]) -> str:

@@ -188,6 +188,7 @@ class InRange(_OneColumn):
     min_value: float | None = None
     max_value: float | None = None
     strict_min: bool = False
+    check_nan: bool = True  # False for an extra upper-bound check beside a check that already flags NaN
     kind: ClassVar[str] = "in_range"
 
     def _mask(self, col: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -197,7 +198,7 @@ class InRange(_OneColumn):
             parts.append(pc.less_equal(col, lo) if self.strict_min else pc.less(col, lo))
         if self.max_value is not None:
             parts.append(pc.greater(col, self.max_value))
-        if pa.types.is_floating(col.type):
+        if pa.types.is_floating(col.type) and self.check_nan:
             parts.append(pc.is_nan(col))
         mask = parts[0]
         for p in parts[1:]:
@@ -369,6 +370,7 @@ class QuantitiesInRange(Check):
 
     column: str  # "capacity" or "containers.requests"
     min_value: float = 0.0
+    max_value: float = float("inf")
     kind: ClassVar[str] = "quantities_in_range"
 
     @property
@@ -410,12 +412,19 @@ class QuantitiesInRange(Check):
         values = self._values(data)
         if len(values) == 0 or values.null_count == len(values):
             return None
-        low = pc.min(values).as_py()
-        if (low is None or low >= self.min_value) and not pc.any(pc.is_nan(values)).as_py():
+        mm = pc.min_max(values)
+        low, high = mm["min"].as_py(), mm["max"].as_py()
+        nan = self.min_value != float("-inf") and pc.any(pc.is_nan(values)).as_py()
+        if (low is None or (low >= self.min_value and high <= self.max_value)) and not nan:
             return None
         rows, names, values = self._flat(data)
-        bad = pc.fill_null(pc.or_(pc.less(values, self.min_value), pc.is_nan(values)), False)
+        out = pc.or_(pc.less(values, self.min_value), pc.greater(values, self.max_value))
+        if self.min_value != float("-inf"):  # the upper-bound twin leaves NaN to this check
+            out = pc.or_(out, pc.is_nan(values))
+        bad = pc.fill_null(out, False)
         bad_rows = pc.unique(pc.filter(rows, bad)).cast(pa.int64())
+        if len(bad_rows) == 0:
+            return None
         bad_rows = pc.take(bad_rows, pc.sort_indices(bad_rows))
         first = pc.indices_nonzero(bad)[:_EXAMPLES]  # type: ignore[attr-defined]
         examples = [{n: v} for n, v in zip(pc.take(names, first).to_pylist(), pc.take(values, first).to_pylist(), strict=True)]
@@ -427,13 +436,15 @@ class QuantitiesInRange(Check):
         rows = rows[:GE_MAX_ROWS]
         sub = data.select([self._source_columns()[0]]).take(rows)
         flat_rows, _, values = self._flat(sub)
-        t = pa.table({"r": flat_rows, "v": pc.if_else(pc.is_nan(values), float("-inf"), values)})
+        out = pc.fill_null(pc.or_(pc.is_nan(values), pc.greater(values, self.max_value)), False)
+        t = pa.table({"r": flat_rows, "v": pc.if_else(out, float("-inf"), values)})
         mins = t.group_by("r").aggregate([("v", "min")]).sort_by("r")
         out = np.full(len(rows), np.nan)
         out[mins.column("r").to_numpy()] = mins.column("v_min").to_numpy()
         return pd.DataFrame({self._derived: out})
 
     def expectation(self, gxe: Any) -> Any:
+        # GX sees each row's smallest quantity; an oversized one is exact in the pyarrow pass.
         return gxe.ExpectColumnValuesToBeBetween(column=self._derived, min_value=self.min_value)
 
     def ge_examples(self, values: list[Any]) -> list[Any]:
@@ -441,6 +452,8 @@ class QuantitiesInRange(Check):
 
     def describe(self, count: int, examples: list[Any], detail: str) -> str:
         s = "s" if count != 1 else ""
+        if self.min_value == float("-inf"):
+            return f"{count} row{s} with a quantity above {self.max_value:g} (see `limits.max_quantity`){_eg(examples)}"
         return f"{count} row{s} with a quantity below {self.min_value:g} or NaN{_eg(examples)}"
 
 
@@ -485,3 +498,205 @@ def _map_items(maps: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
 CHECK_KINDS: dict[str, type[Check]] = {
     c.kind: c for c in (NotNull, InRange, InSet, UniqueKey, PairOrdered, QuantitiesInRange)
 }
+
+
+@dataclass(frozen=True)
+class UniqueValue(UniqueKey):
+    """A key (e.g. ``(snapshot_ts, uid)``) unique within the batch, reported by the rows that share
+    it: ``show`` names the columns that identify each of those rows (``namespace``, ``pod``)."""
+
+    show: tuple[str, ...] = ()
+    kind: ClassVar[str] = "unique_value"
+
+    @property
+    def label(self) -> str:
+        return self.key[-1]
+
+    def find(self, data: pa.Table) -> Found | None:
+        found = super().find(data)
+        if found is None or not self.show:
+            return found
+        rows = data.select([*self.key, *self.show]).take(found.rows[:200]).to_pylist()
+        groups: dict[Any, list[str]] = {}
+        for r in rows:
+            groups.setdefault(r[self.key[-1]], []).append("/".join(str(r[c]) for c in self.show))
+        examples = [f"{self.key[-1]} {k!r} held by {' and '.join(v)}" for k, v in list(groups.items())[:_EXAMPLES]]
+        return Found(found.count, found.rows, examples, found.detail)
+
+    def ge_examples(self, values: list[Any]) -> list[Any]:
+        return []
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        return f"{count} rows share a {self.key[-1]} ({detail}): " + "; ".join(str(e) for e in examples)
+
+
+@dataclass(frozen=True)
+class TimeInRange(_OneColumn):
+    """``min_value <= t < max_value`` for a timestamp column (null is not checked)."""
+
+    min_value: Any = None
+    max_value: Any = None
+    kind: ClassVar[str] = "time_in_range"
+
+    def find(self, data: pa.Table) -> Found | None:
+        col = data.column(self.column)
+        parts = []
+        if self.min_value is not None:
+            parts.append(pc.less(col, pa.scalar(self.min_value, col.type)))
+        if self.max_value is not None:
+            parts.append(pc.greater_equal(col, pa.scalar(self.max_value, col.type)))
+        if not parts:
+            return None
+        mask = parts[0] if len(parts) == 1 else pc.or_(parts[0], parts[1])
+        mask = pc.fill_null(mask, False)
+        if not pc.any(mask).as_py():
+            return None
+        rows = _rows_of(mask)
+        return Found(len(rows), rows, _first_distinct(col.take(rows[:50]).to_pylist()))
+
+    def expectation(self, gxe: Any) -> Any:
+        lo = None if self.min_value is None else self.min_value.replace(tzinfo=None)
+        hi = None if self.max_value is None else self.max_value.replace(tzinfo=None)
+        return gxe.ExpectColumnValuesToBeBetween(column=self.column, min_value=lo, max_value=hi, strict_max=True)
+
+    def ge_examples(self, values: list[Any]) -> list[Any]:
+        return []
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        s = "s" if count != 1 else ""
+        lo = format_value(self.min_value) if self.min_value is not None else "-inf"
+        hi = format_value(self.max_value) if self.max_value is not None else "+inf"
+        return f"{count} time{s} outside [{lo}, {hi}) (see the `limits` settings){_eg(examples)}"
+
+
+@dataclass(frozen=True)
+class MapValueLength(_OneColumn):
+    """Every value of a string map (labels) is at most ``max_chars`` long."""
+
+    max_chars: int = 63
+    kind: ClassVar[str] = "map_value_length"
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self._derived,)
+
+    @property
+    def _derived(self) -> str:
+        return f"{self.column}_longest"
+
+    def _source_columns(self) -> tuple[str, ...]:
+        return (self.column,)
+
+    def _longest(self, data: pa.Table) -> np.ndarray:
+        parents, keys, values = _map_items(data.column(self.column))
+        lengths = pc.fill_null(pc.utf8_length(values), 0).to_numpy(zero_copy_only=False)
+        out = np.zeros(data.num_rows, dtype=np.int64)
+        if len(lengths):
+            np.maximum.at(out, parents, lengths)
+        return out
+
+    def find(self, data: pa.Table) -> Found | None:
+        longest = self._longest(data)
+        bad = np.flatnonzero(longest > self.max_chars)
+        if len(bad) == 0:
+            return None
+        parents, keys, values = _map_items(data.column(self.column))
+        lengths = pc.fill_null(pc.utf8_length(values), 0).to_numpy(zero_copy_only=False)
+        first = np.flatnonzero(lengths > self.max_chars)[:_EXAMPLES]
+        examples = [f"{keys[int(i)].as_py()}=<{int(lengths[i])} characters>" for i in first]
+        return Found(len(bad), pa.array(bad.astype(np.int64)), examples)
+
+    def frame(self, data: pa.Table, rows: pa.Array) -> Any:
+        import pandas as pd
+
+        sub = data.select([self.column]).take(rows[:GE_MAX_ROWS])
+        return pd.DataFrame({self._derived: self._longest(sub)})
+
+    def expectation(self, gxe: Any) -> Any:
+        return gxe.ExpectColumnValuesToBeBetween(column=self._derived, max_value=self.max_chars)
+
+    def ge_examples(self, values: list[Any]) -> list[Any]:
+        return []
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        s = "s" if count != 1 else ""
+        return f"{count} row{s} with a value longer than {self.max_chars} characters{_eg(examples)}"
+
+
+@dataclass(frozen=True)
+class ResourceQuantities(Check):
+    """Device resources in the containers' requests/limits maps: whole devices (``nvidia.com/gpu``)
+    are whole numbers in ``[0, max_whole]``; ``nvidia.com/mig-<profile>`` names a known profile."""
+
+    column: str  # "containers.requests" or a node's "capacity"
+    whole: tuple[str, ...] = ()
+    max_whole: float = 64
+    mig_profiles: tuple[str, ...] = ()
+    kind: ClassVar[str] = "resource_quantities"
+
+    @property
+    def label(self) -> str:
+        return self.column
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (self._derived,)
+
+    @property
+    def _derived(self) -> str:
+        return self.column.replace(".", "_") + "_bad_resources"
+
+    def _source_columns(self) -> tuple[str, ...]:
+        return (self.column.split(".")[0],)
+
+    def _bad(self, data: pa.Table) -> tuple[np.ndarray, list[str]]:
+        rows, names, values = QuantitiesInRange(self.column)._flat(data)
+        rows_np = np.asarray(rows.to_numpy(zero_copy_only=False))
+        names_l, values_np = names.to_pylist(), values.to_numpy(zero_copy_only=False)
+        bad_rows: list[int] = []
+        examples: list[str] = []
+        for i, (name, v) in enumerate(zip(names_l, values_np, strict=True)):
+            why = None
+            if name in self.whole and v == v and v >= 0 and (v != np.floor(v) or v > self.max_whole):
+                why = f"{name}: {format_value(float(v))} is not a whole number of devices in [0, {self.max_whole:g}]"
+            elif name and name.startswith("nvidia.com/mig-") and self.mig_profiles and \
+                    name.removeprefix("nvidia.com/mig-") not in self.mig_profiles:
+                why = f"{name}: unknown MIG profile {name.removeprefix('nvidia.com/mig-')!r} (known: seeds/mig_profiles.csv)"
+            if why:
+                bad_rows.append(int(rows_np[i]))
+                if len(examples) < _EXAMPLES and why not in examples:
+                    examples.append(why)
+        return np.unique(np.array(bad_rows, dtype=np.int64)), examples
+
+    def find(self, data: pa.Table) -> Found | None:
+        if not self.whole and not self.mig_profiles:
+            return None
+        values = QuantitiesInRange(self.column)._values(data)
+        if len(values) == 0:
+            return None
+        bad, examples = self._bad(data)
+        if len(bad) == 0:
+            return None
+        return Found(len(bad), pa.array(bad), examples)
+
+    def frame(self, data: pa.Table, rows: pa.Array) -> Any:
+        import pandas as pd
+
+        sub = data.select([self._source_columns()[0]]).take(rows[:GE_MAX_ROWS])
+        bad, _ = self._bad(sub)
+        flag = np.zeros(sub.num_rows, dtype=np.int64)
+        flag[bad] = 1
+        return pd.DataFrame({self._derived: flag})
+
+    def expectation(self, gxe: Any) -> Any:
+        return gxe.ExpectColumnValuesToBeBetween(column=self._derived, max_value=0)
+
+    def ge_examples(self, values: list[Any]) -> list[Any]:
+        return []
+
+    def describe(self, count: int, examples: list[Any], detail: str) -> str:
+        s = "s" if count != 1 else ""
+        return f"{count} row{s} with an invalid device request: " + "; ".join(str(e) for e in examples)
+
+
+CHECK_KINDS.update({c.kind: c for c in (UniqueValue, TimeInRange, MapValueLength, ResourceQuantities)})

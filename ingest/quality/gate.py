@@ -108,7 +108,10 @@ class QualityGate:
 
     @classmethod
     def from_settings(cls, settings: Any) -> QualityGate:
-        return cls(settings.dq_on_failure)
+        """The gate of ``settings``: its ``dq_on_failure`` and the sane ranges of ``limits``."""
+        from ingest.quality.suites import build_suites
+
+        return cls(settings.dq_on_failure, suites=build_suites(settings.limits))
 
     def validate(self, table: str, data: pa.Table) -> ValidationReport:
         """Exact over the whole batch; GX runs only on what failed. Never raises for bad data."""

@@ -28,6 +28,9 @@ __all__ = [
     "RunsFinal",
     "DuplicateKeys",
     "TableSuites",
+    "PodsOnKnownNodes",
+    "DuplicatePrices",
+    "RejectedRuns",
     "LAKE_CHECKS",
     "run_lake_checks",
     "lake_connection",
@@ -305,8 +308,97 @@ class TableSuites(LakeCheck):
         return self._result(False, msg, frame, outcome)
 
 
+@dataclass(frozen=True)
+class PodsOnKnownNodes(LakeCheck):
+    """Every scheduled pod's node is in the same snapshot (a pod on a node the snapshot does not
+    hold is costed at 0 GPU-hours). A warning: a dump of pods alone has no nodes, so snapshots
+    without any node row are not judged."""
+
+    name: ClassVar[str] = "pods_on_known_nodes"
+    severity: ClassVar[Severity] = "warning"
+    needs: ClassVar[tuple[str, ...]] = ("k8s_nodes", "k8s_pods")
+
+    def run(self, con: duckdb.DuckDBPyConnection, root: Path) -> LakeCheckResult:
+        frame = con.execute("""
+            with snaps as (select distinct cluster, snapshot_ts from k8s_nodes),
+            pods as (
+                select p.cluster, p.snapshot_ts, p.namespace, p.pod, p.node
+                from k8s_pods p join snaps s using (cluster, snapshot_ts)
+                where p.node is not null
+            )
+            select p.cluster, p.node, count(*) as pod_snapshots, min(p.snapshot_ts) as first_seen,
+                   min(p.namespace || '/' || p.pod) as example_pod,
+                   count(*) filter (where n.node is null) as unknown
+            from pods p left join k8s_nodes n using (cluster, snapshot_ts, node)
+            group by all order by p.cluster, p.node
+        """).df()
+        outcome = self._validate(frame, _ge.expectations().ExpectColumnValuesToBeBetween(column="unknown", max_value=0))
+        if outcome.success:
+            return self._result(True, f"every pod is on a node of its snapshot ({len(frame)} nodes checked)", frame, outcome)
+        bad = frame.iloc[outcome.unexpected_index_list]
+        names = [f"{r.cluster}/{r.node} ({int(r.unknown)} pod snapshot(s), e.g. {r.example_pod} at {_ts(r.first_seen)})"
+                 for r in bad.head(_LIST_MAX).itertuples()]
+        msg = f"k8s_pods: pods on {len(bad)} node(s) missing from their snapshot (costed at 0 GPU-hours): {'; '.join(names)}"
+        return self._result(False, msg, frame, outcome)
+
+
+@dataclass(frozen=True)
+class DuplicatePrices(LakeCheck):
+    """No price key (provider, region, instance_type, capacity_type, effective_from) is landed from
+    two files: the warehouse could only pick one of them. New ingests refuse it; this finds lakes
+    that already hold such pairs."""
+
+    name: ClassVar[str] = "duplicate_prices"
+    severity: ClassVar[Severity] = "error"
+    needs: ClassVar[tuple[str, ...]] = ("prices",)
+
+    def run(self, con: duckdb.DuckDBPyConnection, root: Path) -> LakeCheckResult:
+        frame = con.execute("""
+            select concat_ws('/', provider, region, instance_type, capacity_type) as combination,
+                   effective_from, count(*) as rows, list(distinct coalesce(source, '?') order by coalesce(source, '?')) as files
+            from prices group by provider, region, instance_type, capacity_type, effective_from
+            order by combination, effective_from
+        """).df()
+        outcome = self._validate(frame, _ge.expectations().ExpectColumnValuesToBeBetween(column="rows", max_value=1))
+        if outcome.success:
+            return self._result(True, f"{len(frame)} price keys, each from one file", frame, outcome)
+        bad = frame.iloc[outcome.unexpected_index_list]
+        names = [f"{r.combination} from {_ts(r.effective_from)} in {' and '.join(list(r.files))}"
+                 for r in bad.head(_LIST_MAX).itertuples()]
+        msg = f"prices: {len(bad)} price key(s) landed more than once: {'; '.join(names)}"
+        return self._result(False, msg, frame, outcome)
+
+
+@dataclass(frozen=True)
+class RejectedRuns(LakeCheck):
+    """The runs the ingest gate refused or quarantined, with why (a warning: nothing of them was
+    written, but their data is missing until the input is fixed and re-ingested)."""
+
+    name: ClassVar[str] = "rejected_runs"
+    severity: ClassVar[Severity] = "warning"
+
+    def run(self, con: duckdb.DuckDBPyConnection, root: Path) -> LakeCheckResult:
+        import pandas as pd
+
+        runs = list_runs(root)
+        latest: dict[tuple[str, str, str, str], Any] = {}
+        for r in runs:  # a slice landed after a rejection clears it
+            latest[(r.source, r.cluster, r.window_start, r.window_end)] = r
+        rows = [{"run_id": r.run_id, "status": r.status, "source": r.source, "cluster": r.cluster,
+                 "error": (r.error or "")[:300], "rejected": int(r.status in ("failed", "quarantined"))}
+                for r in latest.values()]
+        frame = pd.DataFrame(rows, columns=["run_id", "status", "source", "cluster", "error", "rejected"])
+        outcome = self._validate(frame, _ge.expectations().ExpectColumnValuesToBeBetween(column="rejected", max_value=0))
+        if outcome.success:
+            return self._result(True, f"no rejected run among the latest of {len(frame)} slices", frame, outcome)
+        bad = frame.iloc[outcome.unexpected_index_list]
+        names = [f"{r.run_id} ({r.status}; {r.source} {r.cluster}): {r.error}" for r in bad.head(_LIST_MAX).itertuples()]
+        return self._result(False, f"{len(bad)} slice(s) whose latest run was rejected: {' | '.join(names)}", frame, outcome)
+
+
 LAKE_CHECKS: dict[str, LakeCheck] = {
-    c.name: c for c in (PriceCoverage(), NoOverallocation(), RunsFinal(), DuplicateKeys(), TableSuites())
+    c.name: c for c in (PriceCoverage(), NoOverallocation(), PodsOnKnownNodes(), DuplicatePrices(), RunsFinal(),
+                        RejectedRuns(), DuplicateKeys(), TableSuites())
 }
 
 
