@@ -52,9 +52,10 @@ RUN groupadd --gid ${UID} gpufinops \
  && useradd --uid ${UID} --gid ${UID} --home-dir /var/lib/gpufinops --no-create-home --shell /usr/sbin/nologin gpufinops \
  && install -d -o ${UID} -g ${UID} -m 0750 /var/lib/gpufinops \
  && rm -rf /src
-RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
-    /opt/gpufinops/bin/python -m pip install -q --no-deps --no-index --disable-pip-version-check /wheels/*.whl \
- && /opt/gpufinops/bin/python -m pip uninstall -q -y pip
+COPY --from=wheel /wheels /tmp/wheels
+RUN /opt/gpufinops/bin/python -m pip install -q --no-deps --no-index /tmp/wheels/*.whl \
+ && /opt/gpufinops/bin/python -m pip uninstall -q -y pip \
+ && rm -rf /tmp/wheels
 # Every tool that writes under $HOME (dbt, Streamlit, matplotlib, fontconfig) writes into the home
 # volume; dbt's target/ and logs/ go to <home>/dbt (transform/runner.py); Python writes no bytecode.
 ENV PATH=/opt/gpufinops/bin:$PATH \

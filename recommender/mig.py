@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from gpufinops.project import PROJECT_DIR
+
 __all__ = ["MigProfile", "mig_profiles", "normalise_gpu_model", "smallest_fitting_profile", "has_mig"]
 
-_SEED = Path(__file__).resolve().parent.parent / "seeds" / "mig_profiles.csv"
+_SEED = PROJECT_DIR / "seeds" / "mig_profiles.csv"
 _PROFILE_RE = re.compile(r"^(?:nvidia\.com/mig-)?(\d+)g\.(\d+)gb$")
 
 # DESIGN §3: memory slices (of 8) per profile; compute slices (of 7) are the "<g>g" of the name.

@@ -174,7 +174,7 @@ def test_the_image_holds_no_test_doubles_nor_dev_packages(image: Image) -> None:
         "files = sorted(str(p) for p in site.rglob('*.py') if p.name in names or (p.name == 'demo_cluster.py' and p.parent.name != 'commands'))\n"
         "ours = [site / 'lib/python3.11/site-packages' / d for d in ('gpufinops', 'cli', 'ingest', 'transform', 'recommender', 'changes', 'controller', 'api', 'dashboards', 'reports')]\n"
         "files += sorted(str(p) for d in ours for p in d.rglob('*.py') if any(t in p.read_text() for t in doubles))\n"
-        "import transform.project as tp, cli.main\n"
+        "import gpufinops.project as tp, cli.main\n"
         "print(present, files, tp.PROJECT_DIR, sep='\\n')\n"
     )
     present, files, project_dir = image.run("python3", "-c", script).stdout.strip().splitlines()
