@@ -34,7 +34,7 @@ from ingest.demo.generate import default_data_dir
 REPO = Path(__file__).resolve().parents[1]
 HOME_IN = "/var/lib/gpufinops"  # GPUFINOPS_HOME in the image, the volume in deploy/
 UID = 10001
-DATA_IN = "/opt/demo-data"  # where the test mounts the demo traces (read-only)
+DATA_IN = f"{HOME_IN}/demo-traces"  # the demo traces, mounted read-only (inside the home: no mount point on the root)
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
 DBT_PROJECT_PARTS = ("models", "macros", "seeds", "tests/dbt")
