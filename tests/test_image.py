@@ -94,7 +94,7 @@ class Image:
     name: str
     container: str
     home: Path  # host folder bind-mounted at HOME_IN
-    started: int  # epoch seconds before the first command ran in the container
+    started: int  # epoch seconds before the first product command ran in the container
 
     def argv(self, *args: str, env: dict[str, str] | None = None, volumes: dict[Path, str] | None = None) -> list[str]:
         envs = [f"--env={k}={v}" for k, v in (env or {}).items()]
@@ -133,8 +133,11 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
                    timeout=300)
     home = tmp_path_factory.mktemp("image-home")
     os.chown(home, UID, UID)
+    # buildah sets the container's root up (its mtime) on the first run: start the clock after it
+    subprocess.run(["buildah", "run", "--isolation", "chroot", container, "--", "true"], check=True, timeout=300)
+    time.sleep(1.1)
     try:
-        yield Image(name=name, container=container, home=home, started=int(time.time()) - 1)
+        yield Image(name=name, container=container, home=home, started=int(time.time()))
     finally:
         subprocess.run(["buildah", "rm", container], capture_output=True, timeout=300)
 
