@@ -48,6 +48,7 @@ RUN --mount=type=secret,id=ca-certificates \
 #    keeps a cached rebuild from re-hashing it.)
 FROM deps
 ARG UID=10001
+WORKDIR /
 RUN groupadd --gid ${UID} gpufinops \
  && useradd --uid ${UID} --gid ${UID} --home-dir /var/lib/gpufinops --no-create-home --shell /usr/sbin/nologin gpufinops \
  && install -d -o ${UID} -g ${UID} -m 0750 /var/lib/gpufinops \
