@@ -43,16 +43,20 @@ RUN --mount=type=secret,id=ca-certificates \
     if [ -s /run/secrets/ca-certificates ]; then export PIP_CERT=/run/secrets/ca-certificates; fi \
  && /opt/gpufinops/bin/pip wheel -q --no-deps -c constraints.txt -w /wheels .
 
-# 3. The runtime: the base, a user, the dependencies, the wheel; pip itself is removed.
-FROM ${BASE}
+# 3. The runtime: the dependencies' stage (the base and the venv, no build tools) plus a user and
+#    the wheel; pip itself is removed. (Starting from `deps` rather than copying its 1.5 GB venv
+#    keeps a cached rebuild from re-hashing it.)
+FROM deps
 ARG UID=10001
+WORKDIR /
 RUN groupadd --gid ${UID} gpufinops \
  && useradd --uid ${UID} --gid ${UID} --home-dir /var/lib/gpufinops --no-create-home --shell /usr/sbin/nologin gpufinops \
- && install -d -o ${UID} -g ${UID} -m 0750 /var/lib/gpufinops
-COPY --from=deps /opt/gpufinops /opt/gpufinops
-RUN --mount=type=bind,from=wheel,source=/wheels,target=/wheels \
-    /opt/gpufinops/bin/python -m pip install -q --no-deps --no-index --disable-pip-version-check /wheels/*.whl \
- && /opt/gpufinops/bin/python -m pip uninstall -q -y pip
+ && install -d -o ${UID} -g ${UID} -m 0750 /var/lib/gpufinops \
+ && rm -rf /src
+COPY --from=wheel /wheels /tmp/wheels
+RUN /opt/gpufinops/bin/python -m pip install -q --no-deps --no-index /tmp/wheels/*.whl \
+ && /opt/gpufinops/bin/python -m pip uninstall -q -y pip \
+ && rm -rf /tmp/wheels
 # Every tool that writes under $HOME (dbt, Streamlit, matplotlib, fontconfig) writes into the home
 # volume; dbt's target/ and logs/ go to <home>/dbt (transform/runner.py); Python writes no bytecode.
 ENV PATH=/opt/gpufinops/bin:$PATH \

@@ -16,13 +16,14 @@ from pathlib import Path
 import duckdb
 
 from gpufinops.errors import ConfigError
+from gpufinops.project import PROJECT_DIR
 from gpufinops.warehouse import connect
 
 __all__ = ["TeamOf", "KindOf", "warehouse_team_resolver", "warehouse_kind_resolver", "seed_team_resolver", "SEED_PATH"]
 
 TeamOf = Callable[[str | None, str | None], str | None]
 KindOf = Callable[[str, str | None, str | None], str | None]
-SEED_PATH = Path(__file__).resolve().parents[1] / "seeds" / "namespace_teams.csv"
+SEED_PATH = PROJECT_DIR / "seeds" / "namespace_teams.csv"
 _UNASSIGNED = {"", "unassigned", None}
 
 

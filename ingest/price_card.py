@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from gpufinops.errors import InputError
+from gpufinops.project import PROJECT_DIR
 
 __all__ = [
     "PRICE_CARD_SOURCE",
@@ -56,8 +57,8 @@ class CardRow:
 
 
 def default_price_card_path() -> Path:
-    """``seeds/price_card.csv`` of this checkout."""
-    return Path(__file__).resolve().parents[1] / "seeds" / "price_card.csv"
+    """``seeds/price_card.csv`` of the dbt project (the checkout's, or the installed copy)."""
+    return PROJECT_DIR / "seeds" / "price_card.csv"
 
 
 def read_price_card(path: Path | str) -> list[CardRow]:

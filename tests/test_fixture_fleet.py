@@ -1,4 +1,6 @@
 import duckdb
+
+
 def test_fleet_builds(fleet):
     con = duckdb.connect(str(fleet.warehouse), read_only=True)
     n = con.execute("select count(*) from fct_showback_daily").fetchone()[0]

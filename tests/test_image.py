@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import tomllib
 import warnings
@@ -28,9 +29,12 @@ import httpx
 import pytest
 import yaml
 
+from ingest.demo.generate import default_data_dir
+
 REPO = Path(__file__).resolve().parents[1]
 HOME_IN = "/var/lib/gpufinops"  # GPUFINOPS_HOME in the image, the volume in deploy/
 UID = 10001
+DATA_IN = f"{HOME_IN}/demo-traces"  # the demo traces, mounted read-only (inside the home: no mount point on the root)
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 VERSION = PYPROJECT["project"]["version"]
 DBT_PROJECT_PARTS = ("models", "macros", "seeds", "tests/dbt")
@@ -61,6 +65,18 @@ def test_the_wheel_leaves_out_test_doubles_and_bench() -> None:
         assert not (REPO / module).exists(), f"{module} belongs in testsupport/"
 
 
+def test_demo_cluster_without_the_test_support_package_says_it_needs_a_checkout(monkeypatch, tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    for name in [m for m in sys.modules if m == "testsupport" or m.startswith("testsupport.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "testsupport", None)  # as in the wheel: not importable
+    res = CliRunner().invoke(app, ["--home", str(tmp_path), "demo-cluster", "--once"])
+    assert res.exit_code == 2 and "only in a dev checkout" in res.output
+
+
 # -- the built image ------------------------------------------------------------------------------
 
 
@@ -78,16 +94,18 @@ class Image:
     name: str
     container: str
     home: Path  # host folder bind-mounted at HOME_IN
-    started: int  # epoch seconds before the first command ran in the container
+    started: int  # epoch seconds before the first product command ran in the container
 
-    def argv(self, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    def argv(self, *args: str, env: dict[str, str] | None = None, volumes: dict[Path, str] | None = None) -> list[str]:
         envs = [f"--env={k}={v}" for k, v in (env or {}).items()]
-        return ["buildah", "run", "--isolation", "chroot", "--volume", f"{self.home}:{HOME_IN}", *envs,
+        mounts = [f"--volume={host}:{inside}:ro" for host, inside in (volumes or {}).items()]
+        return ["buildah", "run", "--isolation", "chroot", "--volume", f"{self.home}:{HOME_IN}", *mounts, *envs,
                 self.container, "--", *args]
 
-    def run(self, *args: str, env: dict[str, str] | None = None, timeout: int = 600,
-            check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(self.argv(*args, env=env), capture_output=True, text=True, timeout=timeout)
+    def run(self, *args: str, env: dict[str, str] | None = None, volumes: dict[Path, str] | None = None,
+            timeout: int = 600, check: bool = True) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(self.argv(*args, env=env, volumes=volumes), capture_output=True, text=True,
+                              timeout=timeout)
         if check and proc.returncode != 0:
             pytest.fail(f"in the image, `{' '.join(args)}` exited {proc.returncode}:\n{proc.stdout[-3000:]}\n"
                         f"{proc.stderr[-3000:]}")
@@ -115,8 +133,11 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Image]:
                    timeout=300)
     home = tmp_path_factory.mktemp("image-home")
     os.chown(home, UID, UID)
+    # buildah sets the container's root up (its mtime) on the first run: start the clock after it
+    subprocess.run(["buildah", "run", "--isolation", "chroot", container, "--", "true"], check=True, timeout=300)
+    time.sleep(1.1)
     try:
-        yield Image(name=name, container=container, home=home, started=int(time.time()) - 1)
+        yield Image(name=name, container=container, home=home, started=int(time.time()))
     finally:
         subprocess.run(["buildah", "rm", container], capture_output=True, timeout=300)
 
@@ -150,23 +171,32 @@ def test_the_image_holds_no_test_doubles_nor_dev_packages(image: Image) -> None:
         "import importlib.util, pathlib, sys\n"
         "absent = ['testsupport', 'bench', 'tests', 'pytest', 'hypothesis', 'schemathesis', 'ruff', 'mypy', 'aiosmtpd', 'pip']\n"
         "present = [m for m in absent if importlib.util.find_spec(m) is not None]\n"
-        "names = {'fakeapi.py', 'demo_cluster.py', 'localserver.py', 'synthetic.py', 'prometheus_server.py', 'k8s_synthetic.py', 'quality_bench.py'}\n"
-        "root = pathlib.Path(sys.prefix)\n"
-        "files = sorted(str(p) for p in root.rglob('*.py') if p.name in names)\n"
-        "import transform.project as tp, cli.main\n"
+        "names = {'fakeapi.py', 'localserver.py', 'synthetic.py', 'prometheus_server.py', 'k8s_synthetic.py', 'quality_bench.py'}\n"
+        "doubles = ('class FakeKubeAPI', 'class LocalPrometheus', 'def synthetic_dump', 'def build_demo_cluster')\n"
+        "site = pathlib.Path(sys.prefix)\n"
+        "files = sorted(str(p) for p in site.rglob('*.py') if p.name in names or (p.name == 'demo_cluster.py' and p.parent.name != 'commands'))\n"
+        "ours = [site / 'lib/python3.11/site-packages' / d for d in ('gpufinops', 'cli', 'ingest', 'transform', 'recommender', 'changes', 'controller', 'api', 'dashboards', 'reports')]\n"
+        "files += sorted(str(p) for d in ours for p in d.rglob('*.py') if any(t in p.read_text() for t in doubles))\n"
+        "import gpufinops.project as tp, cli.main\n"
         "print(present, files, tp.PROJECT_DIR, sep='\\n')\n"
     )
     present, files, project_dir = image.run("python3", "-c", script).stdout.strip().splitlines()
     assert present == "[]", f"in the image: {present}"
     assert files == "[]", f"test doubles in the image: {files}"
     assert project_dir == "/opt/gpufinops/share/gpufinops/dbt"
+    refused = image.run("gpufinops", "demo-cluster", "--once", check=False)
+    assert refused.returncode != 0 and "only in a dev checkout" in refused.stdout + refused.stderr
 
 
 @pytest.fixture(scope="module")
 def built(image: Image) -> Image:
     """A 1-day tiny demo and its build, run inside the image into the home volume."""
+    # the public traces the demo samples live beside the repository, not in the image: mount them
+    data = default_data_dir()
+    if not (data / "openb").is_dir():
+        pytest.fail(f"the demo traces are missing at {data}")
     image.run("gpufinops", "demo", "--days", "1", "--nodes", "12", "--clusters", "2", "--seed", "42",
-              "--start", "2026-11-01")
+              "--start", "2026-11-01", "--data-dir", DATA_IN, volumes={data: DATA_IN})
     out = image.run("gpufinops", "build")
     assert (image.home / "warehouse.duckdb").is_file(), out.stdout
     return image

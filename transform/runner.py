@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from gpufinops.errors import ConfigError, TerminalError
+from gpufinops.project import PROJECT_DIR
 from gpufinops.settings import Settings
-from transform.project import PROJECT_DIR
 
 __all__ = ["BuildFailed", "BuildResult", "NodeResult", "PROJECT_DIR", "dbt_vars", "run_build", "seed_digest"]
 
