@@ -10,9 +10,9 @@ import csv
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
+from gpufinops.project import PROJECT_DIR
 from ingest.quality.checks import (
     Check,
     InRange,
@@ -38,7 +38,7 @@ QOS_CLASSES = ("Guaranteed", "Burstable", "BestEffort")
 CHARGE_CATEGORIES = ("Usage", "Purchase", "Tax", "Credit", "Adjustment")
 # Device-plugin resources that count whole devices: a request is a whole number.
 WHOLE_DEVICE_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu", "habana.ai/gaudi", "aws.amazon.com/neuron")
-_MIG_SEED = Path(__file__).resolve().parents[2] / "seeds" / "mig_profiles.csv"
+_MIG_SEED = PROJECT_DIR / "seeds" / "mig_profiles.csv"  # a checkout or the installed dbt project
 # Times no sample can have: DuckDB and Python stop at year 9999; a run window needs room after it.
 _MAX_TIME = datetime(2200, 1, 1, tzinfo=UTC)
 
