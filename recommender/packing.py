@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, Field
 
+from gpufinops.capacity import pool_lower_bound
 from recommender.model import HOURS_PER_MONTH, NodeShape, PodPlacement
 
 __all__ = [
@@ -138,19 +139,16 @@ def can_run_on(pod: PodPlacement, node: NodeShape, current: NodeShape | None = N
 
 def lower_bound(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement]) -> int:
     """DESIGN §3: max(⌈ΣGPU/G⌉, ⌈ΣCPU/C⌉, ⌈ΣMem/M⌉); the largest node of the pool is the shape, so
-    the bound stays valid for mixed pools. DaemonSet pods are excluded: they leave with their node."""
+    the bound stays valid for mixed pools (:func:`gpufinops.capacity.pool_lower_bound`). DaemonSet
+    pods are excluded: they leave with their node. A pool with work needs at least one node."""
     work = [p for p in pods if not p.is_daemonset]
     if not work or not nodes:
         return 0
-    bound = 1
-    for total, cap in (
-        (sum(p.gpu_equiv for p in work), max(n.gpu_count for n in nodes)),
-        (sum(p.requests.get("cpu", 0.0) for p in work), max(n.allocatable.get("cpu", 0.0) for n in nodes)),
-        (sum(p.requests.get("memory", 0.0) for p in work), max(n.allocatable.get("memory", 0.0) for n in nodes)),
-    ):
-        if cap > 0 and total > 0:
-            bound = max(bound, math.ceil(total / cap - 1e-9))
-    return bound
+    demand = (sum(p.gpu_equiv for p in work), sum(p.requests.get("cpu", 0.0) for p in work),
+              sum(p.requests.get("memory", 0.0) for p in work))
+    shape = (max(n.gpu_count for n in nodes), max(n.allocatable.get("cpu", 0.0) for n in nodes),
+             max(n.allocatable.get("memory", 0.0) for n in nodes))
+    return max(1, pool_lower_bound(demand, shape))
 
 
 # ---------------------------------------------------------------------------------------------
