@@ -40,6 +40,7 @@ _COMMAND_MODULES = [
     "cli.commands.ingest",
     "cli.commands.check",
     "cli.commands.recommend",
+    "cli.commands.simulate",
     "cli.commands.changes",
     "cli.commands.db",
     "cli.commands.api_tokens",
