@@ -138,7 +138,7 @@ def test_whatif_changes_the_inventory_and_the_workload():
 
 
 def test_mig_rounds_shared_pods_up_to_slices():
-    inv = apply_inventory_changes(_inv(gpus=(1,)), mig=["T4:4"])
+    inv = apply_inventory_changes(_inv(gpus=(1,), cpu=(32000,)), mig=["T4:4"])
     work = Workload([f"p{i}" for i in range(5)], np.full(5, 100), np.full(5, 1), np.ones(5, np.int64),
                     np.full(5, 300), [""] * 5)
     r = run_once(inv, work, "bestfit", 0)
