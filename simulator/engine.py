@@ -45,6 +45,7 @@ POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd"
 MAX_CPU = 128000  # the authors' MaxSpecCpu (milli)
 MAX_GPU = 8000  # MaxSpecGpu (milli)
 _CONTINUOUS = False
+TIE_BREAK = "rank"
 TUNE_RATIO = 1.3
 POPULARITY = 0.95
 
@@ -281,6 +282,9 @@ def run_once(inv: Inventory, work: Workload, policy: str, seed: int, fm: FragMod
         fm = FragModel(shapes, probs, sorted({m for m in inv.models if m}))
     cl = _Cluster(inv, fm)
     capacity = inv.total_gpus * MILLI
+    # The authors rename the nodes with a seeded random prefix; among equal scores the scheduler
+    # then takes the same node each time (a fixed random priority), not a fresh draw.
+    rank = rng.permutation(cl.n)
     order = tune_workload(work, capacity, rng)
     n_models = len(fm.model_names)
     access_cache: dict[str, np.ndarray] = {}
@@ -314,7 +318,12 @@ def run_once(inv: Inventory, work: Workload, policy: str, seed: int, fm: FragMod
                 else:
                     sc = _scores(policy, cl, idx, cpu, k, milli, dem, tag)
                 top = np.flatnonzero(sc == sc.max())
-                c = int(top[rng.integers(top.size)]) if top.size > 1 else int(top[0])
+                if top.size == 1:
+                    c = int(top[0])
+                elif TIE_BREAK == "rank":
+                    c = int(top[np.argmin(rank[idx[top]])])
+                else:
+                    c = int(top[rng.integers(top.size)])
                 i = int(idx[c])
                 if dev is not None:
                     device = int(dev[c])
