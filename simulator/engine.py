@@ -140,6 +140,36 @@ class _Cluster:
         # GPU-kind tags for gpuclustering: 0 = shared, k = k whole GPUs (capped at 9 = others)
         self.tags = np.zeros((self.n, 10), dtype=np.int64)
         self.used_milli = 0
+        # Node states: nodes with equal (model, layout, free CPU, free devices as a multiset) score
+        # alike under FGD, so scores are kept per state id and per pod shape.
+        self._ids: dict[tuple, int] = {}
+        self._stats: list[tuple[np.ndarray, np.ndarray, float, float]] = []
+        self.sid = np.array([self._state_id(i) for i in range(self.n)], dtype=np.int64)
+        for i in range(self.n):
+            if len(self._stats) <= self.sid[i]:
+                self._stats.append((self.cnt_ge[i].copy(), self.sum_lt[i].copy(), float(self.total[i]),
+                                    float(self.frag[i])))
+        self._memo: dict[tuple[int, int, int], np.ndarray] = {}
+        self.frag_sum = float(self.frag.sum())
+
+    def _state_id(self, i: int) -> int:
+        key = (int(self.model_idx[i]), int(self.quantum[i]), bool(self.timeslice[i]), int(self.cpu[i]),
+               tuple(sorted(self.left[i][self.present[i]].tolist())))
+        sid = self._ids.get(key)
+        if sid is None:
+            sid = self._ids[key] = len(self._ids)
+        return sid
+
+    def memo(self, key: tuple[int, int, int]) -> np.ndarray:
+        """Scores per state id for one pod shape (-1 = not computed yet), grown with the states."""
+        arr = self._memo.get(key)
+        need = len(self._ids)
+        if arr is None or arr.size < need:
+            new = np.full(max(2 * need, 1024), -1, dtype=np.int64)
+            if arr is not None:
+                new[: arr.size] = arr
+            arr = self._memo[key] = new
+        return arr
 
     @staticmethod
     def _frac(left: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -147,9 +177,18 @@ class _Cluster:
 
     def refresh(self, i: int) -> None:
         row = self.left[i:i + 1]
-        c, s, t = device_stats(self._frac(row, self.present[i:i + 1]), self.thr)
-        self.cnt_ge[i], self.sum_lt[i], self.total[i] = c[0], s[0], t[0]
-        self.frag[i] = self.fm.from_stats(c, s, t, self.cpu[i:i + 1] / MILLI, self.model_idx[i:i + 1])[0]
+        sid = self._state_id(i)
+        self.sid[i] = sid
+        if sid < len(self._stats):
+            c0, s0, t0, f0 = self._stats[sid]
+        else:
+            c, s, t = device_stats(self._frac(row, self.present[i:i + 1]), self.thr)
+            f = self.fm.from_stats(c, s, t, self.cpu[i:i + 1] / MILLI, self.model_idx[i:i + 1])[0]
+            c0, s0, t0, f0 = c[0], s[0], float(t[0]), float(f)
+            self._stats.append((c0, s0, t0, f0))
+        self.cnt_ge[i], self.sum_lt[i], self.total[i] = c0, s0, t0
+        self.frag_sum += f0 - float(self.frag[i])
+        self.frag[i] = f0
         self.nfree[i] = int(((row[0] == MILLI) & self.present[i]).sum())
         self.maxleft[i] = int(row[0].max())
 
@@ -309,19 +348,22 @@ def run_once(inv: Inventory, work: Workload, policy: str, seed: int, fm: FragMod
             if policy == "random":
                 i = int(idx[rng.integers(idx.size)])
             else:
-                dev = None
                 if policy == "fgd":
-                    if share:
-                        sc, dev = _fgd_share(cl, idx, cpu, dem)
-                    else:
-                        sc = _fgd_whole(cl, idx, cpu, k)
+                    memo = cl.memo((cpu, k, milli))
+                    s_ids = cl.sid[idx]
+                    todo = memo[s_ids] < 0
+                    if todo.any():
+                        u, first = np.unique(s_ids[todo], return_index=True)
+                        reps = idx[todo][first]
+                        memo[u] = _fgd_share(cl, reps, cpu, dem)[0] if share else _fgd_whole(cl, reps, cpu, k)
+                    sc = memo[s_ids]
                 else:
                     sc = _scores(policy, cl, idx, cpu, k, milli, dem, tag)
                 top = np.flatnonzero(sc == sc.max())
                 c = int(top[0]) if top.size == 1 else int(top[np.argmin(rank[idx[top]])])
                 i = int(idx[c])
-                if dev is not None:
-                    device = int(dev[c])
+                if policy == "fgd" and share:
+                    device = int(_fgd_share(cl, np.array([i]), cpu, dem)[1][0])
             d = int(dem[i])
             if k:
                 if share or (k == 1 and d < MILLI):
@@ -352,5 +394,5 @@ def run_once(inv: Inventory, work: Workload, policy: str, seed: int, fm: FragMod
             failed += 1
         arr[step] = 100.0 * arrived_milli / capacity
         alloc[step] = 100.0 * cl.used_milli / capacity
-        frag[step] = 100.0 * cl.frag.sum() / inv.total_gpus
+        frag[step] = 100.0 * cl.frag_sum / inv.total_gpus
     return RunResult(policy, seed, arr, alloc, frag, failed, len(order))
