@@ -32,16 +32,16 @@ class Inventory:
     gpus: np.ndarray
     models: list[str]
     pools: list[str] = field(default_factory=list)
-    quantum: np.ndarray | None = None
-    timeslice: np.ndarray | None = None
+    quantum: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    timeslice: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def __post_init__(self) -> None:
         n = len(self.names)
         if not self.pools:
             self.pools = list(self.models)
-        if self.quantum is None:
+        if self.quantum.size != n:
             self.quantum = np.zeros(n, dtype=np.int64)
-        if self.timeslice is None:
+        if self.timeslice.size != n:
             self.timeslice = np.zeros(n, dtype=bool)
 
     def __len__(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,10 +17,16 @@ from simulator.inputs import MILLI, Inventory, Workload
 __all__ = ["load_fleet", "gpu_hour_rate"]
 
 
+def _row(con: Any, sql: str, params: list[Any]) -> tuple[Any, ...]:
+    row = con.execute(sql, params).fetchone()
+    assert row is not None  # an aggregate always returns one row
+    return tuple(row)
+
+
 def load_fleet(path: Path | str, cluster: str, window: timedelta) -> tuple[Inventory, Workload]:
     con = connect(path, read_only=True)
     try:
-        end = con.execute("select max(hour) from fct_node_hourly where cluster = ?", [cluster]).fetchone()[0]
+        end = _row(con, "select max(hour) from fct_node_hourly where cluster = ?", [cluster])[0]
         if end is None:
             raise NotFound(f"cluster {cluster!r} has no nodes in the warehouse")
         start = end - window
@@ -58,12 +65,11 @@ def gpu_hour_rate(path: Path | str, cluster: str, window: timedelta) -> float:
     """The fleet's GPU price in $/GPU-hour over the window: GPU cost over GPU capacity-hours."""
     con = connect(path, read_only=True)
     try:
-        end = con.execute("select max(hour) from fct_node_hourly where cluster = ?", [cluster]).fetchone()[0]
+        end = _row(con, "select max(hour) from fct_node_hourly where cluster = ?", [cluster])[0]
         if end is None:
             raise NotFound(f"cluster {cluster!r} has no nodes in the warehouse")
-        row = con.execute(
-            "select sum(gpu_cost_usd), sum(coalesce(gpu_capacity, 0) * covered_hours) from fct_node_hourly "
-            "where cluster = ? and hour > ?", [cluster, end - window]).fetchone()
+        row = _row(con, "select sum(gpu_cost_usd), sum(coalesce(gpu_capacity, 0) * covered_hours) "
+                   "from fct_node_hourly where cluster = ? and hour > ?", [cluster, end - window])
     finally:
         con.close()
     cost, hours = float(row[0] or 0), float(row[1] or 0)

@@ -38,10 +38,10 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 class WhatIfRequest(BaseModel):
-    policy: str = Field("fgd", description=f"scheduler policy of the scenario: {', '.join(POLICIES)}")
-    baseline_policy: str = Field("bestfit", description="policy of the baseline (today's placement model)")
-    seeds: int = Field(3, ge=1, le=20)
-    window: str = Field("7d", description="pod shapes seen in this window (h, d or w)")
+    policy: str = Field(default="fgd", description=f"scheduler policy of the scenario: {', '.join(POLICIES)}")
+    baseline_policy: str = Field(default="bestfit", description="policy of the baseline (today's placement model)")
+    seeds: int = Field(default=3, ge=1, le=20)
+    window: str = Field(default="7d", description="pod shapes seen in this window (h, d or w)")
     add_nodes: list[str] = Field(default_factory=list, description="N:MODEL or N:MODEL:GPUS:CPU_MILLI:MEMORY_MIB")
     remove_nodes: list[str] = Field(default_factory=list, description="N:MODEL")
     mig: list[str] = Field(default_factory=list, description="MODEL:SLICES")
