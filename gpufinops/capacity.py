@@ -45,6 +45,8 @@ __all__ = [
     "place_fractions",
     "device_free_fractions",
     "pool_lower_bound",
+    "device_lower_bound",
+    "mixed_pool_lower_bound",
 ]
 
 EPS = 1e-9
@@ -214,4 +216,33 @@ def pool_lower_bound(demand: Sequence[float], shape: Sequence[float]) -> int:
     for total, cap in zip(demand, shape, strict=True):
         if cap > 0 and total > 0:
             bound = max(bound, int(math.ceil(total / cap - EPS)))
+    return bound
+
+
+def device_lower_bound(whole: float, shares: Sequence[float]) -> int:
+    """Fewest GPU devices that hold ``whole`` whole GPUs and the fractional ``shares`` (each on one
+    device): whole + one device per share above ½ (no two fit together) + what the shares of at
+    most ½ need beyond the room the big ones leave (Martello–Toth's L2 bound at ½)."""
+    big = [s for s in shares if s > 0.5 + EPS]
+    small = sum(s for s in shares if s <= 0.5 + EPS)
+    room = sum(1.0 - s for s in big)
+    extra = max(0.0, small - room)
+    return int(math.ceil(whole - EPS)) + len(big) + (int(math.ceil(extra - EPS)) if extra > EPS else 0)
+
+
+def mixed_pool_lower_bound(capacities: np.ndarray, demand: Sequence[float]) -> int:
+    """Fewest nodes of a mixed pool whose capacities can cover the demand, resource by resource:
+    for each resource the smallest k with the k largest capacities summing to at least the
+    demand. At least as tight as :func:`pool_lower_bound` (k largest ≤ k × the largest); -1 when
+    even every node together falls short."""
+    caps = np.asarray(capacities, dtype=float).reshape(len(capacities), -1)
+    bound = 0
+    for r, total in enumerate(demand):
+        if total <= EPS:
+            continue
+        top = np.cumsum(np.sort(caps[:, r])[::-1])
+        k = int(np.searchsorted(top, total - EPS) + 1)
+        if k > len(top):
+            return -1
+        bound = max(bound, k)
     return bound
