@@ -155,3 +155,19 @@ def test_reduced_fidelity_on_openb_default(policy, alloc, frag, band):
     work = load_openb_pods(OPENB / "openb_pod_list_default.csv")
     a, f = run_once(inv, work, policy, 42).at(100)
     assert abs(a - alloc) <= band and abs(f - frag) <= band
+
+
+def test_simulate_a_fleet_cluster_from_the_marts(fleet):
+    from gpufinops.warehouse import connect
+
+    with connect(fleet.warehouse) as con:
+        cluster = con.execute("select min(cluster) from dim_node where gpu_capacity > 0").fetchone()[0]
+        gpus = con.execute("select sum(gpu_capacity) from dim_node where cluster = ?", [cluster]).fetchone()[0]
+    res = CliRunner().invoke(app, ["--home", str(fleet.home), "simulate", "--cluster", cluster, "--window", "7d",
+                                   "--seeds", "1", "--policy", "bestfit", "--add-nodes", "1:NOPE:4:32000:65536",
+                                   "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)["policies"]["bestfit"]
+    assert r["seeds"] == 1 and 0 < r["final_alloc_pct"] <= 100 and gpus > 0
+    bad = CliRunner().invoke(app, ["--home", str(fleet.home), "simulate", "--cluster", "nope"])
+    assert bad.exit_code != 0 and "nope" in bad.output
