@@ -46,8 +46,8 @@ bench: install
 	$(BIN)/python -m bench.run
 
 lint: install
-	$(BIN)/ruff check gpufinops cli ingest transform recommender changes controller api dashboards reports bench testsupport tests
-	$(BIN)/mypy gpufinops ingest transform recommender changes controller api dashboards reports cli
+	$(BIN)/ruff check gpufinops cli ingest transform recommender simulator changes controller api dashboards reports bench testsupport tests
+	$(BIN)/mypy gpufinops ingest transform recommender simulator changes controller api dashboards reports cli
 
 clean:
 	rm -rf $(HOME_DIR) target dbt_packages logs

@@ -128,6 +128,8 @@ def _extras() -> list[StageResult]:
     code_cons = "import json; from bench.consolidation_openb import main; r=main(); print(json.dumps(r, default=str)); open('bench/out/consolidation_openb.json','w').write(json.dumps(r, default=str, indent=2))"
     out.append(run_stage("consolidation, openb 1,213 nodes", "openb", [sys.executable, "-c", code_cons],
                          detail="see bench/out/consolidation_openb.json"))
+    out.append(run_stage("simulator fidelity, openb 3 traces × 6 policies × 10 seeds", "openb",
+                         [sys.executable, "-m", "bench.simulator_openb"], detail="see bench/out/simulator_openb.md"))
     out.append(_api_load("mini test warehouse", None))
     return out
 

@@ -70,6 +70,7 @@ _COMMAND_MODULES = [
     "cli.commands.ingest",
     "cli.commands.check",
     "cli.commands.recommend",
+    "cli.commands.simulate",
     "cli.commands.changes",
     "cli.commands.db",
     "cli.commands.api_tokens",

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import BaseModel, Field
 
+from gpufinops.capacity import device_lower_bound, mixed_pool_lower_bound, pool_lower_bound
 from recommender.model import HOURS_PER_MONTH, NodeShape, PodPlacement
 
 __all__ = [
@@ -137,19 +138,34 @@ def can_run_on(pod: PodPlacement, node: NodeShape, current: NodeShape | None = N
 
 
 def lower_bound(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement]) -> int:
-    """DESIGN §3: max(⌈ΣGPU/G⌉, ⌈ΣCPU/C⌉, ⌈ΣMem/M⌉); the largest node of the pool is the shape, so
-    the bound stays valid for mixed pools. DaemonSet pods are excluded: they leave with their node."""
+    """The pool's node lower bound (DaemonSet pods excluded: they leave with their node); at least
+    one node when there is work. The tighter of
+
+    - DESIGN §3: max(⌈ΣGPU/G⌉, ⌈ΣCPU/C⌉, ⌈ΣMem/M⌉) with the pool's largest node as the shape
+      (:func:`gpufinops.capacity.pool_lower_bound`), and
+    - per-device fit on a mixed pool (:func:`gpufinops.capacity.device_lower_bound`,
+      :func:`gpufinops.capacity.mixed_pool_lower_bound`): the devices the whole and fractional
+      GPUs need (two shares above ½ never share a device), then the fewest nodes whose largest
+      capacities cover that and the CPU and memory.
+    """
     work = [p for p in pods if not p.is_daemonset]
     if not work or not nodes:
         return 0
-    bound = 1
-    for total, cap in (
-        (sum(p.gpu_equiv for p in work), max(n.gpu_count for n in nodes)),
-        (sum(p.requests.get("cpu", 0.0) for p in work), max(n.allocatable.get("cpu", 0.0) for n in nodes)),
-        (sum(p.requests.get("memory", 0.0) for p in work), max(n.allocatable.get("memory", 0.0) for n in nodes)),
-    ):
-        if cap > 0 and total > 0:
-            bound = max(bound, math.ceil(total / cap - 1e-9))
+    cpu = sum(p.requests.get("cpu", 0.0) for p in work)
+    mem = sum(p.requests.get("memory", 0.0) for p in work)
+    demand = (sum(p.gpu_equiv for p in work), cpu, mem)
+    shape = (max(n.gpu_count for n in nodes), max(n.allocatable.get("cpu", 0.0) for n in nodes),
+             max(n.allocatable.get("memory", 0.0) for n in nodes))
+    bound = max(1, pool_lower_bound(demand, shape))
+    if all(n.device_level_gpus == n.gpu_count for n in nodes):
+        whole = sum(p.whole_gpus for p in work)
+        shares = [p.gpu_fraction if p.gpu_fraction > 0 else p.gpu_equiv for p in work
+                  if p.whole_gpus == 0 and (p.gpu_fraction > 0 or p.gpu_equiv > 0)]
+        devices = device_lower_bound(whole, shares)
+        caps = np.array([[n.gpu_count, n.allocatable.get("cpu", 0.0), n.allocatable.get("memory", 0.0)]
+                         for n in nodes], dtype=float)
+        tight = mixed_pool_lower_bound(caps, (devices, cpu, mem))
+        bound = max(bound, tight)
     return bound
 
 

@@ -269,3 +269,18 @@ def test_packer_properties(pool: tuple, use_cp: bool, allow_serving: bool) -> No
     assert len(nodes) - len(freed) >= lb
     assert plan.nodes_after <= plan.nodes_before and plan.hourly_savings_usd >= 0
     assert plan.hourly_savings_usd == pytest.approx(sum(by_name[n].hourly_price_usd for n in freed))
+
+
+def test_the_lower_bound_counts_devices_and_mixed_node_sizes():
+    import numpy as np
+
+    from gpufinops.capacity import device_lower_bound, mixed_pool_lower_bound
+
+    # three 0.6 shares cannot pair up: 3 devices, not ⌈1.8⌉ = 2; small shares fill the big ones' room
+    assert device_lower_bound(0, [0.6, 0.6, 0.6]) == 3
+    assert device_lower_bound(2, [0.6, 0.4, 0.3]) == 2 + 1 + 1
+    assert device_lower_bound(0, [0.6, 0.4]) == 1
+    # a pool of one 8-GPU and three 2-GPU nodes: 11 GPUs need 3 nodes (8+2+2), not ⌈11/8⌉ = 2
+    caps = np.array([[8, 96, 1], [2, 96, 1], [2, 96, 1], [2, 96, 1]], dtype=float)
+    assert mixed_pool_lower_bound(caps, (11, 10, 0)) == 3
+    assert mixed_pool_lower_bound(caps, (15, 10, 0)) == -1

@@ -170,11 +170,13 @@ def test_capacity_fragmentation_and_lower_bound(full_build):
     assert cap == pytest.approx(20.0) and pending == 1
     assert alloc == pytest.approx(1 + 2 + 0.47 + 0.25 + 0.25 + 1 / 7 + 4)
     # free fractions at 10:00: gpu8 [0,0,0,0.53,1,1,1,1] (whole GPUs first, then 0.47 best-fit),
-    # spot8 4 free, ts 0.5, mig 6/7, nop [1, 1]. Shapes: (1 cpu, 0.25) x2 and five singletons (p = 1/7).
-    # Only the whole-GPU shapes fragment: 1 GPU (a+b+c), 2 GPUs (a+b+c), 4 GPUs (a+b+c + nop's 2).
+    # spot8 4 free, ts 0.5, mig 6/7, nop [1, 1]. Shapes of the 8 workload pods (the DaemonSet is a
+    # system pod): (1 cpu, 0.25) x2 and six singletons (p = 1/8), one of them CPU-only (cpu-h, 4 cores).
+    # The whole-GPU shapes fragment 1 GPU (a+b+c), 2 GPUs (a+b+c), 4 GPUs (a+b+c + nop's 2); the
+    # CPU-only shape strands every free GPU (the FGD authors' rule, DESIGN §3).
     a, b, c = 0.53, 0.5, 6 / 7
     assert free == pytest.approx(4.53 + 4 + b + c + 2)
-    assert frag == pytest.approx((3 * (a + b + c) + 2) / 7)
+    assert frag == pytest.approx((3 * (a + b + c) + 2 + free) / 8)
     # pools: test.8gpu (7.47 GPUs on 8-GPU nodes -> 1), test.ts, test.mig, test.unknown -> 4; in use 5
     assert (lb, in_use) == (4, 5)
 

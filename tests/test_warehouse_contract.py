@@ -78,8 +78,11 @@ def test_task_shapes_are_truncated_at_95_percent_and_renormalised():
            [{"cluster": "c", "hour": 0, "gpu_equiv": 0.5, "cpu_request": 1.0}] * 1 + \
            [{"cluster": "c", "hour": 0, "gpu_equiv": 0.0, "cpu_request": 4.0}] * 5
     shapes = cap._shapes(pd.DataFrame(rows))
-    # 19/20 = 95 % of GPU pods share one shape: the 5 % tail is cut and p renormalised to 1
-    assert shapes[["k", "d", "p"]].values.tolist() == [[1, 1.0, 1.0]]
+    # CPU-only pods are part of the target workload (the FGD authors' rule): 19/25 whole-GPU, then
+    # 5/25 CPU-only reach 96 % >= 95 %; the 1/25 tail is cut and p renormalised over the 24 kept
+    got = shapes[["k", "d", "p"]].values.tolist()
+    assert [r[:2] for r in got] == [[1, 1.0], [0, 0.0]]
+    assert [r[2] for r in got] == pytest.approx([19 / 24, 5 / 24])
 
 
 def test_fragmentation_of_a_node_follows_the_definition():
@@ -107,3 +110,14 @@ def test_a_model_constraint_strands_the_other_models_gpus():
     out = cap._fragmentation(nodes, free, shapes)
     # the A100 node can host it (nothing stranded); every free GPU of the T4 node is stranded
     assert out["fragmentation_gpus"].iloc[0] == pytest.approx(1.5)
+    # a `|` list (openb's V100M16|V100M32, a required node affinity In list) allows every model named
+    shapes["model"] = "A100|T4"
+    assert cap._fragmentation(nodes, free, shapes)["fragmentation_gpus"].iloc[0] == pytest.approx(0.5)
+
+
+def test_a_cpu_only_task_strands_every_free_gpu():
+    cap = _capacity_model()
+    nodes = pd.DataFrame([{"cluster": "c", "hour": 0, "node": "n", "gpu_capacity": 2, "cpu_free": 8.0}])
+    shapes = pd.DataFrame([{"cluster": "c", "hour": 0, "cpu": 1.0, "k": 0, "d": 0.0, "p": 1.0}])
+    out = cap._fragmentation(nodes, np.array([[1.0, 0.25]]), shapes)
+    assert out["fragmentation_gpus"].iloc[0] == pytest.approx(1.25)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.routes import audit, changes, clusters, health, recommendations, showback, workloads
+from api.routes import audit, changes, clusters, health, recommendations, showback, whatif, workloads
 
 __all__ = ["ROUTERS"]
 
@@ -10,6 +10,7 @@ ROUTERS = [
     health.router,
     workloads.router,
     clusters.router,
+    whatif.router,
     showback.router,
     recommendations.router,
     changes.router,

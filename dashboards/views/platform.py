@@ -95,3 +95,7 @@ else:
     st.metric("GPU pods pending (latest hour)", f"{latest_pending['pending_gpu_pods'].sum():,.0f}")
     st.plotly_chart(charts.pending_pods(pending), key="pending_chart")
     table(pending, "pending_gpu_pods_hourly")
+
+from dashboards import whatif_panel  # noqa: E402
+
+whatif_panel.render(ctx, picked)

@@ -5,24 +5,24 @@ each hour:
 - per node, each physical GPU's free fraction R: whole-GPU pods take whole devices first; the
   other (fractional, MIG, time-sliced) equivalents are placed best-fit onto the devices in
   descending size (device-level assignment is not known from Kubernetes objects);
-- task shapes M = distinct (CPU, k GPUs, d per-GPU fraction, GPU model) of the GPU pods present,
-  by popularity, truncated at 95 % cumulative share and renormalised; the model is the pod's
-  nodeSelector on `nvidia.com/gpu.product` ('' = any model);
-- F_n(m) = Σ_g R_ng if m cannot run on n (CPU short, fewer than k GPUs with R ≥ d, model mismatch), else
-  Σ_g R_ng·[R_ng < d]; F_n(M) = Σ_m p_m F_n(m); cluster F = Σ_n; rate = F / Σ R.
-Bin-packing lower bound per node pool: max(⌈ΣGPU/G⌉, ⌈ΣCPU/C⌉, ⌈ΣMem/M⌉) with (G, C, M) the
-pool's largest node shape (allocatable); nodes_in_use = nodes with at least one non-system pod;
-the cluster's value is the sum over pools.
+- task shapes M = distinct (CPU, k GPUs, d per-GPU fraction, allowed GPU models) of the workload
+  pods present (system pods excluded; CPU-only pods included, as in the authors' simulator), by
+  popularity, truncated at 95 % cumulative share and renormalised; the allowed models are the
+  pod's GPU-model constraint, a `|`-separated list ('' = any model);
+- F_n(m) = Σ_g R_ng if m needs no GPU or cannot run on n (CPU short, fewer than k GPUs with
+  R ≥ d, model not allowed), else Σ_g R_ng·[R_ng < d]; F_n(M) = Σ_m p_m F_n(m); cluster F = Σ_n;
+  rate = F / Σ R. The formula is gpufinops.capacity's, the one the placement simulator validates.
+Bin-packing lower bound per node pool (gpufinops.capacity.pool_lower_bound): max(⌈ΣGPU/G⌉,
+⌈ΣCPU/C⌉, ⌈ΣMem/M⌉) with (G, C, M) the pool's largest node shape (allocatable); nodes_in_use =
+nodes with at least one non-system pod; the cluster's value is the sum over pools.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
-from recommender.fragmentation import TaskShape, node_fragmentation, place_fractions
+from gpufinops.capacity import TaskShape, node_fragmentation, parse_gpu_models, place_fractions, pool_lower_bound
 
 _EPS = 1e-9
 _SHARE = 0.95
@@ -63,12 +63,12 @@ def _free_matrix(nodes: pd.DataFrame, pods: pd.DataFrame) -> np.ndarray:
 
 def _shapes(pods: pd.DataFrame) -> pd.DataFrame:
     """Task shapes per (cluster, hour) with renormalised probabilities p."""
-    gp = pods[pods["gpu_equiv"] > _EPS].copy()
+    gp = pods[~pods["is_system"].astype(bool)].copy() if "is_system" in pods else pods.copy()
     if gp.empty:
         return pd.DataFrame(columns=["cluster", "hour", "cpu", "k", "d", "model", "p"])
     e = gp["gpu_equiv"].to_numpy()
-    gp["k"] = np.where(e >= 1 - _EPS, np.ceil(e - _EPS), 1).astype(np.int64)
-    gp["d"] = np.where(e >= 1 - _EPS, 1.0, np.round(e, 4))
+    gp["k"] = np.where(e >= 1 - _EPS, np.ceil(e - _EPS), np.where(e > _EPS, 1, 0)).astype(np.int64)
+    gp["d"] = np.where(e >= 1 - _EPS, 1.0, np.round(np.clip(e, 0, None), 4))
     gp["cpu"] = np.round(gp["cpu_request"].to_numpy(dtype=float), 3)
     model = gp["gpu_model_constraint"] if "gpu_model_constraint" in gp else pd.Series("", index=gp.index)
     gp["model"] = model.fillna("").astype(str)
@@ -99,17 +99,13 @@ def _fragmentation(nodes: pd.DataFrame, free: np.ndarray, shapes: pd.DataFrame) 
         else:
             models = sh["model"] if "model" in sh else pd.Series("", index=sh.index)
             task_shapes = [
-                TaskShape(cpu=float(cpu), gpus=int(k), per_gpu=float(d), models=frozenset([model]) if model else None)
+                TaskShape(cpu=float(cpu), gpus=int(k), per_gpu=float(d), models=parse_gpu_models(model) if k else None)
                 for cpu, k, d, model in zip(sh["cpu"], sh["k"], sh["d"], models, strict=True)
             ]
-            # The formula lives in one place: recommender.fragmentation (DESIGN §3, Weng et al.).
+            # The formula lives in one place: gpufinops.capacity (DESIGN §3, Weng et al.).
             frag = float(node_fragmentation(np.where(vv, rr, np.nan), cf, list(nm), task_shapes, list(sh["p"])).sum())
         out.append((key[0], key[1], frag, float(tf.sum())))
     return pd.DataFrame(out, columns=["cluster", "hour", "fragmentation_gpus", "free_gpus"])
-
-
-def _ceil(x: float) -> int:
-    return int(math.ceil(x - 1e-9)) if x > 0 else 0
 
 
 def _lower_bound(nodes: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
@@ -123,11 +119,10 @@ def _lower_bound(nodes: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
     )
     in_use = pp[~pp["is_system"]].groupby(key)["node"].nunique().rename("nodes_in_use")
     pools = shape.join(demand, how="left").join(in_use, how="left").fillna(0)
-    lb = []
-    for G, C, M, gpu, cpu, mem in pools[["G", "C", "M", "gpu", "cpu", "mem"]].itertuples(index=False):
-        terms = [_ceil(gpu / G) if G > 0 else 0, _ceil(cpu / C) if C > 0 else 0, _ceil(mem / M) if M > 0 else 0]
-        lb.append(max(terms))
-    pools["nodes_lower_bound"] = lb
+    pools["nodes_lower_bound"] = [
+        pool_lower_bound((gpu, cpu, mem), (G, C, M))
+        for G, C, M, gpu, cpu, mem in pools[["G", "C", "M", "gpu", "cpu", "mem"]].itertuples(index=False)
+    ]
     return pools.groupby(["cluster", "hour"])[["nodes_in_use", "nodes_lower_bound"]].sum().reset_index()
 
 
