@@ -143,3 +143,34 @@
 {# Seconds since the epoch of a timestamp, as a double (used to weigh time overlaps). #}
 {% macro epoch_seconds(col) %}{{ return(adapter.dispatch('epoch_seconds')(col)) }}{% endmacro %}
 {% macro default__epoch_seconds(col) %}extract(epoch from {{ col }}){% endmacro %}
+
+
+{% macro json_text(col, key) -%}
+  {#- The text value of a top-level key of a JSON object held as text (null when absent). -#}
+  {{ return(adapter.dispatch('json_text', 'gpufinops')(col, key)) }}
+{%- endmacro %}
+{% macro default__json_text(col, key) -%}get_json_object({{ col }}, '$.{{ key }}'){%- endmacro %}
+{% macro duckdb__json_text(col, key) -%}json_extract_string({{ col }}, '$.{{ key }}'){%- endmacro %}
+
+
+{% macro billed_unit_hours(request, usage, hours) -%}
+  {#- CPU cores or memory GiB a pod is charged for over an hour: max(request, mean usage) × covered hours
+      (DESIGN §3 pod cost; the unit quantity behind cpu_cost_usd / memory_cost_usd). -#}
+  greatest({{ request }}, coalesce({{ usage }}, 0)) * {{ hours }}
+{%- endmacro %}
+
+
+{% macro provider_display_name(provider) -%}
+  {#- The FOCUS ServiceProviderName of a node provider key (aws | gcp | azure). -#}
+  case {{ provider }}
+    when 'aws' then 'Amazon Web Services'
+    when 'gcp' then 'Google Cloud'
+    when 'azure' then 'Microsoft'
+    else coalesce({{ provider }}, 'Unknown')
+  end
+{%- endmacro %}
+
+
+{% macro type_string_map() -%}{{ return(adapter.dispatch('type_string_map', 'gpufinops')()) }}{%- endmacro %}
+{% macro default__type_string_map() -%}map<string, string>{%- endmacro %}
+{% macro duckdb__type_string_map() -%}map(varchar, varchar){%- endmacro %}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.routes import audit, changes, clusters, health, recommendations, showback, workloads
+from api.routes import audit, changes, clusters, exports, health, recommendations, showback, workloads
 
 __all__ = ["ROUTERS"]
 
@@ -14,4 +14,5 @@ ROUTERS = [
     recommendations.router,
     changes.router,
     audit.router,
+    exports.router,
 ]
