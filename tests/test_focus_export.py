@@ -184,3 +184,42 @@ def test_api_export_is_finance_only(fleet_copy):
         assert denied.status_code == 403
         empty = client.get("/v1/exports/focus?start=2027-01-01&end=2027-01-02", headers={"Authorization": f"Bearer {fin}"})
         assert empty.status_code == 400 and "no charges" in empty.text
+
+
+def test_without_a_bill_node_days_and_overhead_are_computed_charges(fleet_copy, tmp_path):
+    import shutil
+
+    home = fleet_copy.home
+    shutil.rmtree(home / "lake" / "billing_focus")
+    res = CliRunner().invoke(app, ["--home", str(home), "build", "--select", "stg_billing__focus+", "--no-summary"],
+                             env={"GPUFINOPS_COST__SHARED_COST_METHOD": "even"}, catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    con = duckdb.connect(str(fleet_copy.warehouse), read_only=True)
+    origins = dict(con.execute("select charge_origin, count(*) from fct_focus_allocation_daily group by 1").fetchall())
+    assert set(origins) == {"computed"}
+    node_cost = con.execute("select sum(node_cost_usd) from fct_node_hourly").fetchone()[0]
+    overhead = con.execute("select sum(direct_cost_usd) from fct_showback_daily where namespace = '(overhead)'").fetchone()[0]
+    assert overhead > 0
+    total = con.execute("select sum(effective_cost) from fct_focus_allocation_daily").fetchone()[0]
+    assert total == pytest.approx(node_cost + overhead, abs=1e-6)
+    methods = {m for (m,) in con.execute("select distinct allocated_method_id from fct_focus_allocation_daily").fetchall()}
+    assert methods == {"gpufinops/node-cost-share/v1", "gpufinops/shared-even/v1", "gpufinops/overhead-even/v1"}
+    # even: every recipient of one origin charge gets the same share of the shared namespaces' ratio
+    spread = con.execute(
+        """select max(n) from (select origin_charge_id, count(distinct round(allocated_ratio, 12)) as n
+           from fct_focus_allocation_daily where row_kind = 'shared' group by 1)"""
+    ).fetchone()[0]
+    assert spread == 1
+    bad = con.execute(
+        """select count(*) from (select origin_charge_id, sum(allocated_ratio) r, sum(effective_cost) e,
+                  max(origin_effective_cost) o from fct_focus_allocation_daily group by 1)
+           where abs(r - 1) > 1e-9 or abs(e - o) > 1e-9"""
+    ).fetchone()[0]
+    assert bad == 0
+    con.close()
+    out = tmp_path / "computed.csv"
+    res = _cli(home, "export", "focus", "--start", DAY, "--end", DAY, "--out", str(out))
+    assert res.exit_code == 0, res.output
+    rows = _rows(out)
+    assert {r["x_ChargeOrigin"] for r in rows} == {"computed"}
+    assert any("no FOCUS bill is loaded" in r["ChargeDescription"] for r in rows)

@@ -13,6 +13,10 @@
 --                shared namespaces then have no row of their own (separate: they keep it);
 --   unallocated  the remainder, 1 − Σ the other ratios (the node's idle and unrequested capacity),
 --                with a null allocated resource; a node-day that cost nothing computed is all remainder.
+-- Where no bill covers the cluster's (day, provider), the fixed overhead of fct_showback_daily's
+-- `(overhead)` line is a computed origin charge of its own, split over the cluster-day's non-shared
+-- workloads as shared_cost_method says (AllocatedMethodId gpufinops/overhead-<method>/v1; separate or
+-- no recipient: all unallocated). With a bill, the provider's own control-plane lines pass through.
 -- Amounts (billed, effective, list, contracted cost, pricing and consumed quantity) = ratio × the
 -- origin charge's; so Σ ratio = 1 and Σ amounts = the origin's per origin charge (tested to 1e-9).
 {%- set method = var('shared_cost_method') %}
@@ -110,7 +114,7 @@ distribution as (
 
 allocated_rows as (
     select
-        s.day, s.cluster, s.node, 'allocated' as row_kind,
+        s.day, s.cluster || '/' || s.node as split_key, 'allocated' as row_kind,
         'gpufinops/node-cost-share/v1' as allocated_method_id,
         s.namespace, s.workload_kind, s.workload, s.team, s.tenant, s.tier,
         s.direct_ratio as allocated_ratio,
@@ -129,7 +133,7 @@ allocated_rows as (
 
 shared_rows as (
     select
-        s.day, s.cluster, s.node, 'shared' as row_kind,
+        s.day, s.cluster || '/' || s.node as split_key, 'shared' as row_kind,
         'gpufinops/shared-{{ method }}/v1' as allocated_method_id,
         s.namespace, s.workload_kind, s.workload, s.team, s.tenant, s.tier,
         d.shared_ratio * case d.share_basis
@@ -153,7 +157,7 @@ shared_rows as (
 
 unallocated_rows as (
     select
-        n.day, n.cluster, n.node, 'unallocated' as row_kind,
+        n.day, n.node_key as split_key, 'unallocated' as row_kind,
         'gpufinops/node-cost-share/v1' as allocated_method_id,
         cast(null as varchar) as namespace, cast(null as varchar) as workload_kind,
         cast(null as varchar) as workload, cast(null as varchar) as team, cast(null as varchar) as tenant,
@@ -171,7 +175,110 @@ unallocated_rows as (
         on n.day = p.day and n.cluster = p.cluster and n.node = p.node
 ),
 
+cluster_days as (
+    select day, cluster, max(provider) as provider, max(region) as region
+    from node_days
+    group by 1, 2
+),
+
+overhead_charges as (
+    select
+        s.day,
+        s.cluster,
+        c.provider,
+        c.region,
+        s.direct_cost_usd as overhead_usd
+    from {{ ref('fct_showback_daily') }} as s
+    inner join cluster_days as c
+        on s.day = c.day and s.cluster = c.cluster
+    where s.namespace = '(overhead)' and s.direct_cost_usd > 0
+),
+
+cluster_recipients as (
+    select
+        day, cluster, namespace, workload_kind, workload,
+        max(team) as team, max(tenant) as tenant, max(tier) as tier,
+        sum(gpu_hours) as gpu_hours, sum(gpu_cost_usd) as gpu_cost_usd, sum(direct_cost_usd) as direct_cost_usd
+    from groups
+    where not is_shared
+    group by 1, 2, 3, 4, 5
+),
+
+overhead_basis as (
+    select
+        o.day, o.cluster,
+        count(r.workload) as recipients,
+        coalesce(sum(r.gpu_cost_usd), 0) as recipient_gpu_cost_usd,
+        coalesce(sum(r.direct_cost_usd), 0) as recipient_direct_cost_usd
+    from overhead_charges as o
+    left join cluster_recipients as r on o.day = r.day and o.cluster = r.cluster
+    group by 1, 2
+),
+
+overhead_distribution as (
+    select
+        *,
+        case
+            {%- if method == 'separate' %}
+            when true then null
+            {%- elif method == 'even' %}
+            when recipients > 0 then 'even'
+            {%- else %}
+            when recipient_gpu_cost_usd > 0 then 'gpu_cost'
+            when recipient_direct_cost_usd > 0 then 'direct_cost'
+            {%- endif %}
+            else null
+        end as share_basis
+    from overhead_basis
+),
+
+overhead_shared_rows as (
+    select
+        r.day, r.cluster || '/(overhead)' as split_key, 'shared' as row_kind,
+        'gpufinops/overhead-{{ method }}/v1' as allocated_method_id,
+        r.namespace, r.workload_kind, r.workload, r.team, r.tenant, r.tier,
+        case d.share_basis
+            when 'even' then 1.0 / d.recipients
+            when 'gpu_cost' then r.gpu_cost_usd / d.recipient_gpu_cost_usd
+            else r.direct_cost_usd / d.recipient_direct_cost_usd
+        end as allocated_ratio,
+        cast(null as double) as gpu_ratio,
+        case d.share_basis when 'even' then 'Workloads' when 'gpu_cost' then 'GPU-Hours' else 'USD' end as gpu_usage_unit,
+        case d.share_basis when 'even' then 1.0 when 'gpu_cost' then r.gpu_hours else r.direct_cost_usd end
+            as gpu_usage_quantity,
+        cast(null as double) as cpu_ratio,
+        cast(null as double) as vcpu_hours,
+        cast(null as double) as memory_ratio,
+        cast(null as double) as gib_hours
+    from cluster_recipients as r
+    inner join overhead_distribution as d on r.day = d.day and r.cluster = d.cluster
+    where d.share_basis is not null
+),
+
+overhead_unallocated_rows as (
+    select
+        d.day, d.cluster || '/(overhead)' as split_key, 'unallocated' as row_kind,
+        'gpufinops/overhead-{{ method }}/v1' as allocated_method_id,
+        cast(null as varchar) as namespace, cast(null as varchar) as workload_kind,
+        cast(null as varchar) as workload, cast(null as varchar) as team, cast(null as varchar) as tenant,
+        cast(null as varchar) as tier,
+        1.0 as allocated_ratio,
+        cast(null as double) as gpu_ratio,
+        cast(null as varchar) as gpu_usage_unit,
+        cast(null as double) as gpu_usage_quantity,
+        cast(null as double) as cpu_ratio,
+        cast(null as double) as vcpu_hours,
+        cast(null as double) as memory_ratio,
+        cast(null as double) as gib_hours
+    from overhead_distribution as d
+    where d.share_basis is null
+),
+
 splits as (
+    select * from overhead_shared_rows
+    union all
+    select * from overhead_unallocated_rows
+    union all
     select * from allocated_rows
     union all
     select * from shared_rows
@@ -186,7 +293,7 @@ bill_origins as (
         b.day,
         n.cluster,
         n.node,
-        b.node_key,
+        b.node_key as split_key,
         b.billing_period_start,
         b.billing_period_end,
         b.charge_period_start,
@@ -235,7 +342,7 @@ computed_origins as (
         n.day,
         n.cluster,
         n.node,
-        n.node_key,
+        n.node_key as split_key,
         cast({{ dbt.date_trunc('month', 'n.day') }} as timestamp) as billing_period_start,
         cast({{ dbt.dateadd('month', 1, dbt.date_trunc('month', 'n.day')) }} as timestamp) as billing_period_end,
         cast(n.day as timestamp) as charge_period_start,
@@ -276,10 +383,60 @@ computed_origins as (
     where not exists (select 1 from bill_days as d where d.day = n.day and d.provider = n.provider)
 ),
 
+overhead_origins as (
+    select
+        'computed' as charge_origin,
+        'computed:' || o.cluster || '/(overhead):' || cast(o.day as varchar) as origin_charge_id,
+        o.day,
+        o.cluster,
+        cast(null as varchar) as node,
+        o.cluster || '/(overhead)' as split_key,
+        cast({{ dbt.date_trunc('month', 'o.day') }} as timestamp) as billing_period_start,
+        cast({{ dbt.dateadd('month', 1, dbt.date_trunc('month', 'o.day')) }} as timestamp) as billing_period_end,
+        cast(o.day as timestamp) as charge_period_start,
+        cast({{ dbt.dateadd('day', 1, 'o.day') }} as timestamp) as charge_period_end,
+        o.cluster as billing_account_id,
+        o.cluster as billing_account_name,
+        cast(null as varchar) as sub_account_id,
+        {{ provider_display_name('o.provider') }} as service_provider_name,
+        {{ provider_display_name('o.provider') }} as host_provider_name,
+        {{ provider_display_name('o.provider') }} as invoice_issuer_name,
+        cast(null as varchar) as publisher_name,
+        'Kubernetes cluster overhead (configured in gpufinops)' as service_name,
+        'Management and Governance' as service_category,
+        'Usage' as charge_category,
+        cast(null as varchar) as charge_class,
+        'Fixed cluster overhead (control plane, load balancers) at the configured $/h: no FOCUS bill is loaded for this day and provider' as charge_description,
+        'Usage-Based' as charge_frequency,
+        'Standard' as pricing_category,
+        cast(null as varchar) as commitment_discount_id,
+        o.cluster as resource_id,
+        o.cluster as resource_name,
+        'Kubernetes Cluster' as resource_type,
+        o.region as region_id,
+        cast(null as varchar) as availability_zone,
+        cast(null as varchar) as sku_id,
+        cast(null as varchar) as sku_price_id,
+        cast(null as varchar) as consumed_unit,
+        cast(null as varchar) as pricing_unit,
+        'USD' as billing_currency,
+        cast(null as {{ type_string_map() }}) as tags,
+        o.overhead_usd as billed_cost,
+        o.overhead_usd as effective_cost,
+        o.overhead_usd as list_cost,
+        o.overhead_usd as contracted_cost,
+        cast(null as double) as pricing_quantity,
+        cast(null as double) as consumed_quantity
+    from overhead_charges as o
+    where not exists (select 1 from bill_days as d where d.day = o.day and d.provider = o.provider)
+),
+
 origins as (
-    select * from bill_origins where node_key is not null
+    select * from bill_origins where split_key is not null
     union all
     select * from computed_origins
+    union all
+    select * from overhead_origins
 ),
 
 split_rows as (
@@ -303,7 +460,7 @@ split_rows as (
         s.gib_hours
     from origins as o
     inner join splits as s
-        on o.day = s.day and o.cluster = s.cluster and o.node = s.node
+        on o.day = s.day and o.split_key = s.split_key
 ),
 
 passthrough_rows as (
@@ -326,7 +483,7 @@ passthrough_rows as (
         cast(null as double) as memory_ratio,
         cast(null as double) as gib_hours
     from bill_origins as o
-    where o.node_key is null
+    where o.split_key is null
 ),
 
 unioned as (
