@@ -174,3 +174,16 @@
 {% macro type_string_map() -%}{{ return(adapter.dispatch('type_string_map', 'gpufinops')()) }}{%- endmacro %}
 {% macro default__type_string_map() -%}map<string, string>{%- endmacro %}
 {% macro duckdb__type_string_map() -%}map(varchar, varchar){%- endmacro %}
+
+
+{% macro counter_increase(col, partition_by, order_by) -%}
+  {#- A counter sample's increase over the previous sample of its series, as Prometheus increase()
+      reads counters: v − prev, or v when v < prev (a reset); 0 for the first sample; null stays null. -#}
+  case
+    when {{ col }} is null then null
+    when lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }}) is null then 0
+    when {{ col }} >= lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }})
+      then {{ col }} - lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }})
+    else {{ col }}
+  end
+{%- endmacro %}

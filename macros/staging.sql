@@ -41,6 +41,10 @@
   {%- elif table == 'container_usage' -%}
     select cluster, {{ utc('ts') }} as ts, namespace, pod, container, cpu_cores, memory_working_set_bytes
     from {{ relation }}
+  {%- elif table == 'serving_requests' -%}
+    select cluster, {{ utc('ts') }} as ts, namespace, pod, model, requests_total, prompt_tokens_total,
+           generation_tokens_total
+    from {{ relation }}
   {%- elif table == 'prices' -%}
     select provider, region, instance_type, capacity_type, usd_per_hour, gpu_usd_per_hour, currency,
            {{ utc('effective_from') }} as effective_from, {{ utc('effective_to') }} as effective_to, source

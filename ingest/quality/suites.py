@@ -91,6 +91,12 @@ SUITES: dict[str, TableSuite] = {
             InRange("memory_working_set_bytes", min_value=0),
         ),
         _suite(
+            "serving_requests",
+            InRange("requests_total", min_value=0),
+            InRange("prompt_tokens_total", min_value=0),
+            InRange("generation_tokens_total", min_value=0),
+        ),
+        _suite(
             "prices",
             InRange("usd_per_hour", min_value=0, strict_min=True),
             InRange("gpu_usd_per_hour", min_value=0, strict_min=True),
