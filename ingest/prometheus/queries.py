@@ -9,10 +9,12 @@ the table's identity columns, and the labels a fleet is split by.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from gpufinops.errors import ConfigError
 from ingest.prometheus.labels import (
     DCGM_IDENTITY,
     SERVING_IDENTITY,
@@ -178,6 +180,7 @@ class ServingSettings:
 
 
 _SERVING_BY = "namespace,pod,model_name,exported_namespace,exported_pod"
+_RANGE_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{[^}]*\})?\s*\[")
 
 
 class _ServingCounter(MetricLoader):
@@ -197,7 +200,15 @@ class _ServingCounter(MetricLoader):
 
     def count_selector(self, matchers: str = "") -> list[str]:
         custom = self.settings.promql.get(self.name)
-        return [custom.replace("{matchers}", matchers)] if custom else self.selectors(matchers)
+        if not custom:
+            return self.selectors(matchers)
+        # The series a custom query reads: the selectors of its range vectors (name{labels}[...]).
+        found = [(m.group(1), (m.group(2) or "{}")[1:-1].replace("{matchers}", "").strip(","))
+                 for m in _RANGE_SELECTOR.finditer(custom.replace("{matchers}", ""))]
+        if not found:
+            raise ConfigError(f"serving_promql.{self.name}: {custom!r} has no range-vector selector "
+                              "(name{{labels}}[window]) to size the request with")
+        return [f"{name}{{{join_matchers(inner, matchers)}}}" for name, inner in found]
 
 
 @register_loader
