@@ -78,16 +78,25 @@ def test_team_page_shows_the_unit_cost_panel(fleet_env):
     labels = [m.label for m in at.metric]
     assert any(label.startswith("Cost per 1k requests") for label in labels)
     tables = [df.value for df in at.dataframe if "cost_per_1k_requests" in getattr(df.value, "columns", [])]
-    assert tables and name in set(tables[0]["workload"]) and (tables[0]["cost_per_1k_requests"] > 0).all()
+    assert tables and name in set(tables[0]["workload"])
+    df = tables[0]
+    served = df["requests"] > 0
+    assert (df.loc[served, "cost_per_1k_requests"] > 0).all()
+    assert df.loc[~served, "cost_per_1k_requests"].isna().all()  # no request: no unit cost, not $0
 
 
 def test_finance_page_prepares_the_focus_download(fleet_env):
     at = _page("finance", "finance")
     assert "FOCUS 1.3 allocation export" in [s.value for s in at.subheader]
-    at.button(key="focus_export_prepare").click().run()
+    def focus_downloads():
+        return [e for e in at.main if type(e).__name__ == "DownloadButton"
+                and e.proto.label.startswith("Download focus-allocation-")]
+
+    assert not focus_downloads()  # nothing is computed before it is asked for
+    next(b for b in at.button if b.label == "Prepare the FOCUS export").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    keys = [k for k in at.session_state.filtered_state if str(k).startswith("focus_export:")]
-    assert keys and at.session_state[keys[0]].startswith(b'"BilledCost"')
+    downloads = focus_downloads()
+    assert len(downloads) == 1 and downloads[0].proto.label.endswith(".csv")
 
 
 def test_team_report_has_the_serving_section(fleet):
@@ -104,5 +113,6 @@ def test_team_report_has_the_serving_section(fleet):
     finally:
         con.close()
     unit = rep.tables[f"team_{team}_serving_unit_cost"]
-    assert name in set(unit["workload"]) and (unit["cost_per_1k_requests"] > 0).all()
+    assert name in set(unit["workload"])
+    assert (unit.loc[unit["requests"] > 0, "cost_per_1k_requests"] > 0).all()
     assert "Serving unit cost" in rep.html()
