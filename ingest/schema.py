@@ -175,6 +175,24 @@ TABLES: dict[str, LandingTable] = {
             ("ts", "namespace", "pod", "container"),
         ),
         _t(
+            "serving_requests",
+            [
+                # Cumulative request and token counters of model-serving pods (vLLM, or any server
+                # through a configured PromQL), one row per series per timestamp; the warehouse turns
+                # them into increases (a counter reset handled as Prometheus increase() does).
+                pa.field("ts", TS),
+                pa.field("namespace", pa.string()),
+                pa.field("pod", pa.string()),
+                pa.field("model", pa.string()),
+                pa.field("requests_total", pa.float64()),
+                pa.field("prompt_tokens_total", pa.float64()),
+                pa.field("generation_tokens_total", pa.float64()),
+            ],
+            "ts",
+            ("ts", "namespace", "pod", "model"),
+            ("ts",),
+        ),
+        _t(
             "prices",
             [
                 pa.field("provider", pa.string()),

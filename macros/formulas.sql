@@ -224,4 +224,47 @@
                 sum(n) over (partition by {{ k }}) as tot_n
          from (select {{ k }}, {{ bucket }}, sum({{ n }}) as n from {{ relation }} group by {{ k }}, {{ bucket }}) as merged) as c
    group by {{ k }})
+
+
+{% macro json_text(col, key) -%}
+  {#- The text value of a top-level key of a JSON object held as text (null when absent). -#}
+  {{ return(adapter.dispatch('json_text', 'gpufinops')(col, key)) }}
+{%- endmacro %}
+{% macro default__json_text(col, key) -%}get_json_object({{ col }}, '$.{{ key }}'){%- endmacro %}
+{% macro duckdb__json_text(col, key) -%}json_extract_string({{ col }}, '$.{{ key }}'){%- endmacro %}
+
+
+{% macro billed_unit_hours(request, usage, hours) -%}
+  {#- CPU cores or memory GiB a pod is charged for over an hour: max(request, mean usage) × covered hours
+      (DESIGN §3 pod cost; the unit quantity behind cpu_cost_usd / memory_cost_usd). -#}
+  greatest({{ request }}, coalesce({{ usage }}, 0)) * {{ hours }}
+{%- endmacro %}
+
+
+{% macro provider_display_name(provider) -%}
+  {#- The FOCUS ServiceProviderName of a node provider key (aws | gcp | azure). -#}
+  case {{ provider }}
+    when 'aws' then 'Amazon Web Services'
+    when 'gcp' then 'Google Cloud'
+    when 'azure' then 'Microsoft'
+    else coalesce({{ provider }}, 'Unknown')
+  end
+{%- endmacro %}
+
+
+{% macro type_string_map() -%}{{ return(adapter.dispatch('type_string_map', 'gpufinops')()) }}{%- endmacro %}
+{% macro default__type_string_map() -%}map<string, string>{%- endmacro %}
+{% macro duckdb__type_string_map() -%}map(varchar, varchar){%- endmacro %}
+
+
+{% macro counter_increase(col, partition_by, order_by) -%}
+  {#- A counter sample's increase over the previous sample of its series, as Prometheus increase()
+      reads counters: v − prev, or v when v < prev (a reset); 0 for the first sample; null stays null. -#}
+  case
+    when {{ col }} is null then null
+    when lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }}) is null then 0
+    when {{ col }} >= lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }})
+      then {{ col }} - lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }})
+    else {{ col }}
+  end
 {%- endmacro %}

@@ -41,6 +41,10 @@
   {%- elif table == 'container_usage' -%}
     select cluster, {{ utc('ts') }} as ts, namespace, pod, container, cpu_cores, memory_working_set_bytes
     from {{ relation }}
+  {%- elif table == 'serving_requests' -%}
+    select cluster, {{ utc('ts') }} as ts, namespace, pod, model, requests_total, prompt_tokens_total,
+           generation_tokens_total
+    from {{ relation }}
   {%- elif table == 'prices' -%}
     select provider, region, instance_type, capacity_type, usd_per_hour, gpu_usd_per_hour, currency,
            {{ utc('effective_from') }} as effective_from, {{ utc('effective_to') }} as effective_to, source
@@ -51,7 +55,16 @@
            "ResourceId" as resource_id, "ResourceName" as resource_name, "ResourceType" as resource_type,
            "RegionId" as region_id, "BilledCost" as billed_cost, "EffectiveCost" as effective_cost,
            "ListCost" as list_cost, "BillingCurrency" as billing_currency, "PricingCategory" as pricing_category,
-           source_file, row_hash
+           source_file, row_hash,
+           {{ utc('"BillingPeriodStart"') }} as billing_period_start, {{ utc('"BillingPeriodEnd"') }} as billing_period_end,
+           "BillingAccountId" as billing_account_id, "SubAccountId" as sub_account_id,
+           "PublisherName" as publisher_name, "InvoiceIssuerName" as invoice_issuer_name,
+           "ServiceCategory" as service_category, "ChargeClass" as charge_class,
+           "ChargeDescription" as charge_description, "ChargeFrequency" as charge_frequency,
+           "CommitmentDiscountId" as commitment_discount_id, "AvailabilityZone" as availability_zone,
+           "SkuId" as sku_id, "SkuPriceId" as sku_price_id, "ConsumedQuantity" as consumed_quantity,
+           "ConsumedUnit" as consumed_unit, "PricingQuantity" as pricing_quantity, "PricingUnit" as pricing_unit,
+           "ContractedCost" as contracted_cost, "Tags" as tags, focus_version, extra_columns
     from {{ relation }}
   {%- else -%}
     {{ exceptions.raise_compiler_error("staging_select: unknown landing table '" ~ table ~ "'") }}

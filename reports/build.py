@@ -216,6 +216,20 @@ def _finance(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Repor
                   alerts, sections, ctx.dashboard_url)
 
 
+def _serving_section(cur: duckdb.DuckDBPyConnection, team: str, period: Period, tables: dict[str, pd.DataFrame],
+                     sections: list[str]) -> None:
+    """Cost per 1k requests and per 1M tokens of the team's serving workloads (fct_serving_unit_cost_daily)."""
+    from exports.unit_cost import unit_costs
+
+    unit = pd.DataFrame(unit_costs(cur, period.start, period.end, teams=[team]))
+    if unit.empty:
+        return
+    cols = ["namespace", "workload", "model", "requests", "tokens", "cost_usd", "cost_per_1k_requests", "cost_per_1m_tokens"]
+    tables[f"team_{team}_serving_unit_cost"] = unit[cols]
+    shown = unit[cols].round({"cost_per_1k_requests": 4, "cost_per_1m_tokens": 4})
+    sections.append("<h2>Serving unit cost</h2>" + _table(shown, ("cost_usd",)))
+
+
 def _team(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Report:
     assert ctx.team is not None
     scope = Scope.of_teams([ctx.team])
@@ -247,6 +261,7 @@ def _team(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Report:
         "<h2>Most idle workloads</h2>" + _table(idle[["namespace", "workload", "tier", "gpu_hours", "idle_pct", "idle_cost_usd"]],
                                                 ("idle_cost_usd",), ("idle_pct",)),
     ]
+    _serving_section(cur, ctx.team, period, tables, sections)
     if recs is None:
         sections.append("<h2>Recommendations</h2><p class=\"muted\">No recommendations yet.</p>")
     else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.routes import audit, changes, clusters, health, recommendations, showback, whatif, workloads
+from api.routes import audit, changes, clusters, exports, health, recommendations, showback, whatif, workloads
 
 __all__ = ["ROUTERS"]
 
@@ -15,4 +15,5 @@ ROUTERS = [
     recommendations.router,
     changes.router,
     audit.router,
+    exports.router,
 ]

@@ -257,6 +257,24 @@ def rightsizing_summary(recs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _serving_unit_cost(ctx: ApiContext, wl: Any, cost: dict[str, Any]) -> dict[str, Any]:
+    """Requests, tokens and unit costs over the cost window's days (fct_serving_unit_cost_daily)."""
+    from datetime import datetime, timedelta
+
+    from exports.unit_cost import workload_unit_cost
+
+    if cost.get("window_start") is None:
+        return workload_unit_cost_empty()
+    start = datetime.fromisoformat(cost["window_start"]).date()
+    end = (datetime.fromisoformat(cost["window_end"]) - timedelta(microseconds=1)).date() + timedelta(days=1)
+    with ctx.warehouse.connection() as con:
+        return workload_unit_cost(con, (wl.cluster, wl.namespace, wl.kind, wl.name), start, end)
+
+
+def workload_unit_cost_empty() -> dict[str, Any]:
+    return {"requests": None, "tokens": None, "cost_per_1k_requests": None, "cost_per_1m_tokens": None, "models": []}
+
+
 @router.get("/{workload_id}/cost", summary="Cost, idle share and rightsizing of a workload")
 def get_cost(
     workload_id: WorkloadId, ctx: CtxDep, actor: ActorDep,
@@ -269,6 +287,9 @@ def get_cost(
     cost = ctx.warehouse.workload_cost(wl.cluster, wl.namespace, wl.kind, wl.name, delta)
     out: dict[str, Any] = {"workload_id": wl.id, "cluster": wl.cluster, "namespace": wl.namespace,
                            "kind": wl.kind, "name": wl.name, "team": wl.team, "window": text, **cost}
+    out["serving"] = _serving_unit_cost(ctx, wl, cost)
+    out["cost_per_1k_requests"] = out["serving"]["cost_per_1k_requests"]
+    out["cost_per_1m_tokens"] = out["serving"]["cost_per_1m_tokens"]
     budget = (wl.registered or {}).get("budget_usd_day")
     if budget is not None:
         days = delta.total_seconds() / 86400.0

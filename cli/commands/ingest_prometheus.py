@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cli.context import console, handle_errors, settings_of
 from gpufinops.errors import ConfigError, InputError
-from gpufinops.settings import Settings
+from gpufinops.settings import Settings, config_section
 from ingest.prometheus import (
     PromClient,
     SplitLimits,
@@ -21,7 +21,16 @@ from ingest.prometheus import (
     time_windows,
 )
 from ingest.prometheus.plan import align_down
-from ingest.prometheus.queries import CpuCores, MemoryWorkingSet, MetricLoader, UsageSettings
+from ingest.prometheus.queries import (
+    CpuCores,
+    MemoryWorkingSet,
+    MetricLoader,
+    ServingGenerationTokens,
+    ServingPromptTokens,
+    ServingRequests,
+    ServingSettings,
+    UsageSettings,
+)
 from ingest.prometheus.timeparse import parse_duration, parse_time
 
 __all__ = ["register"]
@@ -48,6 +57,7 @@ _CONCURRENCY = typer.Option(2, "--concurrency", min=1, help="Requests in flight 
 def register(app: typer.Typer) -> None:
     app.command("dcgm")(dcgm)
     app.command("usage")(usage)
+    app.command("serving")(serving)
 
 
 @handle_errors
@@ -104,6 +114,34 @@ def usage(
     _run_api(settings_of(ctx), "usage", cluster, prometheus, start, end, step,
              max_points_per_series, max_points_per_request, max_window, timeout, retries, concurrency, compress,
              loaders=[CpuCores(settings), MemoryWorkingSet(settings)])
+
+
+@handle_errors
+def serving(
+    ctx: typer.Context,
+    cluster: str = _CLUSTER,
+    prometheus: str | None = _URL,
+    start: str | None = _START,
+    end: str | None = _END,
+    step: str = _STEP,
+    max_points_per_series: int = _MAX_SERIES_PTS,
+    max_points_per_request: int = _MAX_REQ_PTS,
+    max_window: str = _MAX_WINDOW,
+    timeout: str = _TIMEOUT,
+    retries: int = _RETRIES,
+    concurrency: int = _CONCURRENCY,
+    compress: bool = _COMPRESS,
+) -> None:
+    """Request and token counters of serving pods (serving_requests): vLLM by default, any server
+    through the `serving_promql:` setting (a PromQL per counter: requests, prompt_tokens, generation_tokens)."""
+    settings = settings_of(ctx)
+    cfg = ServingSettings(promql=dict(config_section(settings, "serving_promql")))
+    unknown = sorted(set(cfg.promql) - {"requests", "prompt_tokens", "generation_tokens"})
+    if unknown:
+        raise ConfigError(f"serving_promql: unknown counter(s) {unknown}; use requests, prompt_tokens, generation_tokens")
+    _run_api(settings, "serving", cluster, prometheus, start, end, step,
+             max_points_per_series, max_points_per_request, max_window, timeout, retries, concurrency, compress,
+             loaders=[ServingRequests(cfg), ServingPromptTokens(cfg), ServingGenerationTokens(cfg)])
 
 
 def _run_api(settings: Settings, source: str, cluster: str, url: str | None, start: str | None, end: str | None,

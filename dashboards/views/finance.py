@@ -98,3 +98,7 @@ else:
     b[2].metric("Lines matched", pct(matched))
     table(by_status, "bill_reconciliation_status")
     table(bill, "bill_reconciliation_daily")
+
+from dashboards.focus_download import focus_download  # noqa: E402 - the section renders last
+
+focus_download(wh, start, as_of)

@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboards import charts, queries
 from dashboards.session import current
+from dashboards.unit_cost_panel import unit_cost_panel
 from dashboards.widgets import change_actions, money, pct, table, window
 
 ctx = current()
@@ -50,6 +51,8 @@ daily = queries.team_daily(wh, team_scope, start, end)
 if not daily.empty:
     st.plotly_chart(charts.team_daily(daily), key="team_daily_chart")
     table(daily, f"team_{team}_daily")
+
+unit_cost_panel(wh, team_scope, start, end)
 
 st.subheader("Most idle workloads")
 idle = queries.idle_workloads(wh, team_scope, start, end, limit=10)

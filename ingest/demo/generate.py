@@ -18,8 +18,9 @@ from gpufinops.errors import InputError
 from ingest.demo.catalog import GPU_MODELS, InstanceCatalog
 from ingest.demo.fleet import Fleet, build_fleet
 from ingest.demo.scheduler import ScheduleStats, schedule
+from ingest.demo.serving import QpsSeries, ServingCounters
 from ingest.demo.snapshots import ClusterSnapshots
-from ingest.demo.telemetry import ClusterTelemetry, GenAiSeries
+from ingest.demo.telemetry import SERVING, ClusterTelemetry, GenAiSeries
 from ingest.demo.workload import WorkloadOptions, make_pods
 from ingest.lake import LakeWriter, list_runs
 from ingest.price_card import default_price_card_path, write_price_card
@@ -28,7 +29,7 @@ from ingest.schema import TABLES
 __all__ = ["DemoOptions", "DemoSummary", "DEMO_SOURCE", "DEMO_TABLES", "default_data_dir", "generate_demo", "plan_days"]
 
 DEMO_SOURCE = "demo"
-DEMO_TABLES = ("k8s_nodes", "k8s_pods", "k8s_namespaces", "gpu_samples", "container_usage")
+DEMO_TABLES = ("k8s_nodes", "k8s_pods", "k8s_namespaces", "gpu_samples", "container_usage", "serving_requests")
 _CHUNK_S = 6 * 3600  # DCGM rows are generated a quarter-day at a time to bound memory
 
 
@@ -150,6 +151,7 @@ def _generate_cluster(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: 
     layout, stats = schedule(nodes, pods, we)
     pending = sum(1 for p in pods if p.cls not in ("cpu", "system") and p.sched != p.created)
     tele = ClusterTelemetry(nodes, layout, pods, genai, opts.seed)
+    counters = ServingCounters(pods, QpsSeries.load(opts.data_dir / "genai"), opts.seed, SERVING)
     snaps = ClusterSnapshots(nodes, pods, ws)
     rows: Counter[str] = Counter()
     mine = [d for d in plan_days(opts, fleet) if d[0] == cluster]
@@ -164,6 +166,7 @@ def _generate_cluster(lake_dir: Path, opts: DemoOptions, fleet: Fleet, cluster: 
                 u = min(b, t + _CHUNK_S)
                 rows["gpu_samples"] += run.add("gpu_samples", tele.gpu_samples(t, u, opts.dcgm_interval_s))
                 rows["container_usage"] += run.add("container_usage", tele.container_usage(t, u, opts.dcgm_interval_s))
+                rows["serving_requests"] += run.add("serving_requests", counters.table(t, u, opts.dcgm_interval_s))
                 t = u
         if on_step:
             on_step(f"{cluster} {d0.date()}")

@@ -13,10 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-__all__ = ["DcgmLabelMap", "UsageLabelMap", "LabelError", "DCGM_IDENTITY", "USAGE_IDENTITY"]
+__all__ = ["DcgmLabelMap", "UsageLabelMap", "ServingLabelMap", "LabelError", "DCGM_IDENTITY", "USAGE_IDENTITY",
+           "SERVING_IDENTITY"]
 
 DCGM_IDENTITY = ("hostname", "gpu", "uuid", "model_name", "mig_profile", "mig_instance", "namespace", "pod", "container")
 USAGE_IDENTITY = ("namespace", "pod", "container")
+SERVING_IDENTITY = ("namespace", "pod", "model")
 
 
 class LabelError(ValueError):
@@ -96,3 +98,22 @@ class UsageLabelMap:
         if missing:
             raise LabelError(f"no {'/'.join(missing)} label")
         return (ns, pod, container)
+
+
+@dataclass(frozen=True)
+class ServingLabelMap:
+    """Serving-counter labels (vLLM: ``model_name``; the scrape's ``namespace``/``pod``, or the
+    ``exported_*`` ones when a gateway or proxy is scraped without ``honor_labels``).
+
+    A series without a pod label is kept (namespace and pod null): the warehouse counts its requests
+    as unmatched instead of dropping them.
+    """
+
+    model_labels: tuple[str, ...] = ("model_name", "model", "model_id")
+
+    def identity(self, labels: Mapping[str, str]) -> tuple:
+        if labels.get("exported_pod"):
+            ns, pod = _first(labels, "exported_namespace", "namespace"), labels["exported_pod"]
+        else:
+            ns, pod = _first(labels, "namespace"), _first(labels, "pod", "pod_name")
+        return (ns, pod, _first(labels, *self.model_labels))

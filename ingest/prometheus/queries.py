@@ -9,11 +9,20 @@ the table's identity columns, and the labels a fleet is split by.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ingest.prometheus.labels import DCGM_IDENTITY, USAGE_IDENTITY, DcgmLabelMap, UsageLabelMap
+from gpufinops.errors import ConfigError
+from ingest.prometheus.labels import (
+    DCGM_IDENTITY,
+    SERVING_IDENTITY,
+    USAGE_IDENTITY,
+    DcgmLabelMap,
+    ServingLabelMap,
+    UsageLabelMap,
+)
 
 __all__ = [
     "MetricLoader",
@@ -27,6 +36,10 @@ __all__ = [
     "CpuCores",
     "MemoryWorkingSet",
     "UsageSettings",
+    "ServingSettings",
+    "ServingRequests",
+    "ServingPromptTokens",
+    "ServingGenerationTokens",
     "LOADERS",
     "register_loader",
     "SourceSpec",
@@ -154,6 +167,66 @@ class MemoryWorkingSet(_UsageLoader):
 
 
 @dataclass(frozen=True)
+class ServingSettings:
+    """Typed settings of the serving-counter loaders: a PromQL per loader name (``requests``,
+    ``prompt_tokens``, ``generation_tokens``) for servers other than vLLM (Triton, TGI, a gateway).
+
+    A custom query must return cumulative counters labelled with ``namespace``, ``pod`` and a model
+    label (``model_name``/``model``); ``{matchers}`` in it is replaced by the series group's label
+    matchers (e.g. ``namespace=~"a|b"``), so large fleets can still be split.
+    """
+
+    promql: Mapping[str, str] = field(default_factory=dict)
+
+
+_SERVING_BY = "namespace,pod,model_name,exported_namespace,exported_pod"
+_RANGE_SELECTOR = re.compile(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*(\{[^}]*\})?\s*\[")
+
+
+class _ServingCounter(MetricLoader):
+    source = "serving"
+    settings: ServingSettings
+
+    def __init__(self, settings: ServingSettings | None = None):
+        self.settings = settings or ServingSettings()
+
+    def promql(self, matchers: str = "", *, step_s: float = 60.0) -> str:
+        custom = self.settings.promql.get(self.name)
+        if custom:
+            return custom.replace("{matchers}", matchers)
+        # Several series per pod (vLLM labels finished_reason): their counters add up; a server
+        # restart resets them all at once, so the sum resets too and increase() stays right.
+        return f"sum by ({_SERVING_BY}) ({super().promql(matchers, step_s=step_s)})"
+
+    def count_selector(self, matchers: str = "") -> list[str]:
+        custom = self.settings.promql.get(self.name)
+        if not custom:
+            return self.selectors(matchers)
+        # The series a custom query reads: the selectors of its range vectors (name{labels}[...]).
+        found = [(m.group(1), (m.group(2) or "{}")[1:-1].replace("{matchers}", "").strip(","))
+                 for m in _RANGE_SELECTOR.finditer(custom.replace("{matchers}", ""))]
+        if not found:
+            raise ConfigError(f"serving_promql.{self.name}: {custom!r} has no range-vector selector "
+                              "(name{{labels}}[window]) to size the request with")
+        return [f"{name}{{{join_matchers(inner, matchers)}}}" for name, inner in found]
+
+
+@register_loader
+class ServingRequests(_ServingCounter):
+    name, column, metric = "requests", "requests_total", "vllm:request_success_total"
+
+
+@register_loader
+class ServingPromptTokens(_ServingCounter):
+    name, column, metric = "prompt_tokens", "prompt_tokens_total", "vllm:prompt_tokens_total"
+
+
+@register_loader
+class ServingGenerationTokens(_ServingCounter):
+    name, column, metric = "generation_tokens", "generation_tokens_total", "vllm:generation_tokens_total"
+
+
+@dataclass(frozen=True)
 class SourceSpec:
     """A Prometheus-backed source: its landing table, loaders, identity and split labels."""
 
@@ -172,6 +245,7 @@ class SourceSpec:
 SOURCES: dict[str, SourceSpec] = {
     "dcgm": SourceSpec("dcgm", "gpu_samples", DCGM_IDENTITY, DcgmLabelMap().identity, ("Hostname", "hostname")),
     "usage": SourceSpec("usage", "container_usage", USAGE_IDENTITY, UsageLabelMap().identity, ("namespace",)),
+    "serving": SourceSpec("serving", "serving_requests", SERVING_IDENTITY, ServingLabelMap().identity, ("namespace",)),
 }
 
 

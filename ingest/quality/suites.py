@@ -150,6 +150,14 @@ def build_suites(limits: Any = None) -> dict[str, TableSuite]:
                 InRange("memory_working_set_bytes", max_value=qty, check_nan=False),
             ),
             _suite(
+                "serving_requests",
+                TimeInRange("ts", t0, _MAX_TIME),
+                InRange("requests_total", min_value=0), InRange("requests_total", max_value=qty, check_nan=False),
+                InRange("prompt_tokens_total", min_value=0), InRange("prompt_tokens_total", max_value=qty, check_nan=False),
+                InRange("generation_tokens_total", min_value=0),
+                InRange("generation_tokens_total", max_value=qty, check_nan=False),
+            ),
+            _suite(
                 "prices",
                 InRange("usd_per_hour", min_value=0, strict_min=True),
                 InRange("usd_per_hour", max_value=price, check_nan=False),

@@ -1,0 +1,45 @@
+-- Requests and tokens per serving workload and model per hour (the recommender's scale-to-zero
+-- evidence reads this grain): the series of int_serving_counters_hourly matched to the pod that ran
+-- in that (cluster, hour, namespace, pod) in fct_gpu_allocation_hourly. A series that matches no pod
+-- (no pod label, or a pod the warehouse never saw) stays, with workload '(unmatched)' and matched false.
+
+with counters as (
+    select * from {{ ref('int_serving_counters_hourly') }}
+),
+
+pods as (
+    select
+        cluster, hour, namespace, pod,
+        max(workload_kind) as workload_kind,
+        max(workload) as workload,
+        max(team) as team,
+        max(tenant) as tenant,
+        max(tier) as tier
+    from {{ ref('fct_gpu_allocation_hourly') }}
+    group by 1, 2, 3, 4
+),
+
+final as (
+    select
+        c.hour,
+        c.cluster,
+        coalesce(c.namespace, '(none)') as namespace,
+        coalesce(p.workload_kind, '(unmatched)') as workload_kind,
+        coalesce(p.workload, '(unmatched)') as workload,
+        coalesce(c.model, '(unknown)') as model,
+        coalesce(p.team, 'unassigned') as team,
+        coalesce(p.tenant, 'unassigned') as tenant,
+        p.tier,
+        p.workload is not null as matched,
+        count(distinct c.pod) as pods,
+        sum(c.requests) as requests,
+        sum(c.prompt_tokens) as prompt_tokens,
+        sum(c.generation_tokens) as generation_tokens,
+        coalesce(sum(c.prompt_tokens), 0) + coalesce(sum(c.generation_tokens), 0) as tokens
+    from counters as c
+    left join pods as p
+        on c.cluster = p.cluster and c.hour = p.hour and c.namespace = p.namespace and c.pod = p.pod
+    group by 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
+)
+
+select * from final
