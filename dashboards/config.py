@@ -8,17 +8,16 @@ The kernel's ``Settings`` ignores unknown keys, so this section lives beside it 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
 from gpufinops.errors import ConfigError
 from gpufinops.settings import Settings, config_section
+from gpufinops.views.budgets import BudgetSettings
 
 __all__ = ["AuthSettings", "DashboardSettings", "load_dashboard_settings", "DEMO_ENV"]
 
 DEMO_ENV = "GPUFINOPS_DASHBOARD_DEMO"
-_DEFAULT_BUDGETS = Path(__file__).resolve().parent / "team_budgets.csv"
 
 
 class AuthSettings(BaseModel):
@@ -39,13 +38,13 @@ class AuthSettings(BaseModel):
     team_lead_group_prefix: str = "gpufinops-lead-"
 
 
-class DashboardSettings(BaseModel):
+class DashboardSettings(BudgetSettings):
+    """The ``dashboards:`` section; the budget keys (``budgets_file``, ``budget_alert_thresholds``) are
+    ``BudgetSettings``', which the reports read too."""
+
     auth: AuthSettings = Field(default_factory=AuthSettings)
     # visible demo mode: no proxy, the viewer picks a role in the sidebar
     demo: bool = False
-    budgets_file: Path = _DEFAULT_BUDGETS
-    # fractions of a monthly budget (actual or forecast) at which a team gets an alert
-    budget_alert_thresholds: list[float] = Field(default_factory=lambda: [0.8, 1.0])
     cache_ttl_s: int = 300
 
 

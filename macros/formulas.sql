@@ -143,3 +143,11 @@
 {# Seconds since the epoch of a timestamp, as a double (used to weigh time overlaps). #}
 {% macro epoch_seconds(col) %}{{ return(adapter.dispatch('epoch_seconds')(col)) }}{% endmacro %}
 {% macro default__epoch_seconds(col) %}extract(epoch from {{ col }}){% endmacro %}
+
+
+{% macro idle_pct(idle_gpu_hours, measured_gpu_hours) -%}
+  {#- Idle share of a GPU allocation: idle GPU-hours over MEASURED GPU-hours (null without any);
+      unmeasured hours count neither way. Published to the warehouse as the SQL macro idle_pct
+      (macros/faces.sql) so that the faces apply it to their sums over any window. -#}
+  case when {{ measured_gpu_hours }} > 0 then {{ idle_gpu_hours }} / {{ measured_gpu_hours }} end
+{%- endmacro %}
