@@ -57,5 +57,6 @@ def fleet(tmp_path_factory) -> Fleet:
 def fleet_copy(fleet: Fleet, tmp_path: Path) -> Fleet:
     """A private copy of the fixture home, for tests that write (app DB, a rebuild)."""
     home = tmp_path / "fleet"
-    shutil.copytree(fleet.home, home, ignore=shutil.ignore_patterns("*.wal", "logs"))
+    # symlinks=True: the live warehouse is a relative link into warehouse.d, which stays valid in the copy
+    shutil.copytree(fleet.home, home, symlinks=True, ignore=shutil.ignore_patterns("*.wal", "logs", "*.lock"))
     return Fleet(home=home, settings=Settings(home=home))
