@@ -43,7 +43,7 @@ def _bin() -> str:
 class Seen:
     statuses: list[int] = field(default_factory=list)
     versions: list[str] = field(default_factory=list)  # the cost endpoint's warehouse_version, in order
-    overheads: list[float] = field(default_factory=list)  # the (overhead) showback line, in order
+    overheads: list[float] = field(default_factory=list)  # the (overhead) line's direct cost, in order
     errors: list[str] = field(default_factory=list)
 
 
@@ -71,7 +71,7 @@ def _client(port: int, token: str, cost_path: str, stop: threading.Event, seen: 
         if path == cost_path:
             seen.versions.append(data["warehouse_version"])
         else:
-            seen.overheads.append(round(sum(line["chargeback_usd"] for line in data["lines"]
+            seen.overheads.append(round(sum(line["direct_cost_usd"] for line in data["lines"]
                                             if line["namespace"] == "(overhead)"), 2))
     con.close()
 

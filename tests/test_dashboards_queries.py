@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import subprocess
-import sys
 from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
 from dashboards import queries
-from dashboards.identity import AccessDenied, Scope
+from gpufinops.views.scope import AccessDenied, Scope
 
 
 def _support():
@@ -157,21 +155,31 @@ def test_raw_queries_run_on_any_cursor(wh) -> None:
     assert df.iloc[0]["chargeback_usd"] == pytest.approx(support.ALPHA_CHARGEBACK)
 
 
-def _write_from_another_process(path: Path) -> subprocess.CompletedProcess:
-    code = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); c.execute(\"insert into dim_team values ('gamma', 'x')\"); c.close()"
-    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+def test_a_published_build_is_seen_by_the_next_query(tmp_path) -> None:
+    """The reader and the query cache follow the published version: a build that publishes while the
+    dashboards run is read by the next query, never answered from the old build's cache."""
+    import shutil
 
+    import duckdb
 
-def test_idle_connection_is_closed_so_a_build_can_write(tmp_path) -> None:
-    path = support.build_warehouse(tmp_path)
+    from gpufinops.warehouse import live_file, versions_dir
+    from transform.publish import publish
+
+    path = support.build_warehouse(tmp_path)  # a plain file, as before the first published build
     wh = queries.Warehouse.of(path)
     with queries.cursor(wh) as cur:
         assert cur.execute("select count(*) from dim_team").fetchone()[0] == 3
-    handle = queries._handle(wh.path)
-    assert handle.is_open
-    blocked = _write_from_another_process(path)  # the read lock keeps a writer (gpufinops build) out ...
-    assert blocked.returncode != 0 and "lock" in blocked.stderr
-    assert handle.close_if_idle(idle_s=0) and not handle.is_open
-    assert _write_from_another_process(path).returncode == 0  # ... until the idle connection is closed
-    with queries.cursor(wh) as cur:  # the rewritten file (new mtime) gets a fresh handle that sees the row
+    before = set(queries.teams(wh, ALL)["team"])
+    new = versions_dir(path) / "20990101T000000000000Z.duckdb"
+    new.parent.mkdir()
+    shutil.copyfile(live_file(path), new)
+    con = duckdb.connect(str(new))
+    con.execute("update fct_showback_daily set team = 'gamma' where team = 'beta'")
+    con.execute("insert into dim_team values ('gamma', 'x')")
+    con.close()
+    publish(path, new)  # while this process holds the old file open
+    with queries.cursor(wh) as cur:
         assert cur.execute("select count(*) from dim_team").fetchone()[0] == 4
+    after = set(queries.teams(wh, ALL)["team"])
+    assert "beta" in before and "gamma" not in before
+    assert "gamma" in after and "beta" not in after
