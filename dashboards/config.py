@@ -26,12 +26,12 @@ class AuthSettings(BaseModel):
     user_header: str = "X-Forwarded-User"
     groups_header: str = "X-Forwarded-Groups"
     groups_separator: str = ","
-    # group name -> role (finance | platform | admin)
+    # group name -> role, in the API's vocabulary (platform-admin | finance | team-lead:<team>)
     group_roles: dict[str, str] = Field(
         default_factory=lambda: {
             "gpufinops-finance": "finance",
-            "gpufinops-platform": "platform",
-            "gpufinops-admins": "admin",
+            "gpufinops-platform": "platform-admin",
+            "gpufinops-admins": "platform-admin",
         }
     )
     # a group named <prefix><team> makes its members team lead of <team>

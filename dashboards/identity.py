@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dashboards.config import AuthSettings
+from gpufinops.views.names import FINANCE, PLATFORM_ADMIN, TEAM_LEAD, team_role
+from gpufinops.views.names import FLEET_ROLES as NAMES_FLEET_ROLES
 from gpufinops.views.scope import AccessDenied, Scope
 
 __all__ = [
@@ -24,9 +26,13 @@ __all__ = [
     "demo_choices",
 ]
 
-ROLES = ("finance", "team_lead", "platform", "admin")
+# the role vocabulary of the API (gpufinops.views.names): platform-admin, finance, team-lead (of the
+# teams in Identity.lead_of)
+ROLES = (PLATFORM_ADMIN, FINANCE, TEAM_LEAD)
 # roles that see every team and the fleet-level (node / cluster) numbers
-FLEET_ROLES = frozenset({"finance", "platform", "admin"})
+FLEET_ROLES = NAMES_FLEET_ROLES
+# names of the first dashboards, still accepted in `dashboards.auth.group_roles`
+_LEGACY_ROLES = {"admin": PLATFORM_ADMIN, "platform": PLATFORM_ADMIN}
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,7 @@ class Identity:
     def scope(self) -> Scope:
         if self.roles & FLEET_ROLES:
             return Scope.everything()
-        if "team_lead" in self.roles:
+        if TEAM_LEAD in self.roles:
             return Scope.of_teams(self.lead_of)
         return Scope(teams=(), fleet=False)
 
@@ -55,7 +61,7 @@ class Identity:
 
     @property
     def label(self) -> str:
-        parts = sorted(self.roles - {"team_lead"})
+        parts = sorted(self.roles - {TEAM_LEAD})
         if self.lead_of:
             parts.append("team lead of " + ", ".join(self.lead_of))
         return f"{self.user or 'anonymous'} ({'; '.join(parts) or 'no role'})"
@@ -78,11 +84,15 @@ def from_headers(headers: Mapping[str, str], auth: AuthSettings) -> Identity:
     lead_of: set[str] = set()
     for group in groups:
         role = auth.group_roles.get(group)
-        if role in ROLES:
+        role = _LEGACY_ROLES.get(role, role) if role else None
+        if role in (PLATFORM_ADMIN, FINANCE):
             roles.add(role)
+        elif role and role.startswith(TEAM_LEAD + ":") and len(role) > len(TEAM_LEAD) + 1:
+            roles.add(TEAM_LEAD)
+            lead_of.add(role.split(":", 1)[1])
         prefix = auth.team_lead_group_prefix
         if prefix and group.startswith(prefix) and len(group) > len(prefix):
-            roles.add("team_lead")
+            roles.add(TEAM_LEAD)
             lead_of.add(group[len(prefix) :])
     if user is None:
         return Identity(user=None, notes=(f"no `{auth.user_header}` header: not signed in",))
@@ -90,15 +100,16 @@ def from_headers(headers: Mapping[str, str], auth: AuthSettings) -> Identity:
 
 
 def demo_choices(teams: Sequence[str]) -> list[str]:
-    """Role keys offered by the demo picker: the fleet roles, then one team lead per team."""
-    return ["finance", "platform", "admin"] + [f"team_lead:{t}" for t in teams]
+    """Roles offered by the demo picker (the API's role strings): the fleet roles, then one team lead per team."""
+    return [FINANCE, PLATFORM_ADMIN] + [team_role(TEAM_LEAD, t) for t in teams]
 
 
 def demo_identity(choice: str) -> Identity:
-    """Identity for a demo-picker key such as ``finance`` or ``team_lead:ml-research``."""
-    if choice.startswith("team_lead:"):
+    """Identity for a demo-picker role such as ``finance`` or ``team-lead:ml-research``."""
+    if choice.startswith(TEAM_LEAD + ":"):
         team = choice.split(":", 1)[1]
-        return Identity(user=f"demo-lead-{team}", roles=frozenset({"team_lead"}), lead_of=(team,), demo=True)
+        return Identity(user=f"demo-lead-{team}", roles=frozenset({TEAM_LEAD}), lead_of=(team,), demo=True)
     if choice in FLEET_ROLES:
-        return Identity(user=f"demo-{choice}", roles=frozenset({choice}), demo=True)
+        user = "demo-admin" if choice == PLATFORM_ADMIN else f"demo-{choice}"
+        return Identity(user=user, roles=frozenset({choice}), demo=True)
     raise ValueError(f"unknown demo role {choice!r}")

@@ -35,21 +35,22 @@ def test_whole_day_windows_read_the_daily_mart_with_the_hourly_marts_numbers(fle
     assert nonzero > 0
 
 
-def test_idle_pct_is_over_measured_hours(fleet) -> None:
-    """The cost endpoint's idle % divides by measured GPU-hours, not by every allocated hour."""
-    con = duckdb.connect(str(fleet.warehouse), read_only=True)
+def test_idle_pct_is_over_measured_hours(small_fleet) -> None:
+    """The cost endpoint's idle % divides by measured GPU-hours, not by every allocated hour (the hand-made
+    lake's third hour has no DCGM samples; the demo fleet measures every hour)."""
+    con = duckdb.connect(str(small_fleet.warehouse), read_only=True)
     row = con.execute(
         "select cluster, namespace, workload_kind, workload, sum(idle_gpu_hours), sum(measured_gpu_hours), "
         "sum(gpu_hours) from fct_workload_daily group by all "
         "having sum(unmeasured_gpu_hours) > 0 and sum(measured_gpu_hours) > 0 order by all limit 1").fetchone()
     con.close()
-    assert row is not None, "the fixture fleet has a workload with measured and unmeasured hours"
+    assert row is not None, "the small lake has a workload with measured and unmeasured hours"
     cluster, ns, kind, name, idle, measured, allocated = row
-    cost = WarehouseReader(fleet.warehouse).workload_cost(cluster, ns, kind, name, timedelta(days=7))
+    cost = WarehouseReader(small_fleet.warehouse).workload_cost(cluster, ns, kind, name, timedelta(days=7))
     assert cost["idle_pct"] == pytest.approx(round(idle / measured, 4))
     assert cost["idle_pct"] != pytest.approx(round(idle / allocated, 4))
     assert cost["measured_gpu_hours"] + cost["unmeasured_gpu_hours"] == pytest.approx(cost["gpu_hours"], abs=2e-3)
-    assert cost["warehouse_version"] == published_version(fleet.warehouse)
+    assert cost["warehouse_version"] == published_version(small_fleet.warehouse)
 
 
 def test_concurrent_reads_share_one_connection_per_version(fleet) -> None:
