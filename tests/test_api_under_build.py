@@ -141,6 +141,8 @@ def test_the_api_serves_every_request_during_a_full_and_an_incremental_build(fle
                 assert _changes(s.versions) == 1, s.versions  # old build, then the new one, never back
                 assert _changes(s.overheads) == 1, s.overheads
                 total += len(s.statuses)
+            print(f"{args[1] if len(args) > 2 and args[1] == '--full' else 'incremental'} build under load: "
+                  f"{sum(len(s.statuses) for s in seen)} requests from {CLIENTS} clients, all 2xx")
             v1 = seen[0].versions[-1]
             assert all(s.versions[-1] == v1 for s in seen) and v1 != v0
             v0 = v1
