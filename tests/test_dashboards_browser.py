@@ -39,7 +39,7 @@ PAGES = [
                               "Bill reconciliation"], []),
     ("team?role=team-lead:alpha", ["GPU-hours", "$963.20", "78.0%", "Most idle workloads", "Recommendations"],
      ["$486.40", "beta-serve"]),
-    ("platform?role=platform", ["GPU capacity", "Bin-packing efficiency", "50.0%", "Stranded GPUs",
+    ("platform?role=platform-admin", ["GPU capacity", "Bin-packing efficiency", "50.0%", "Stranded GPUs",
                                 "Consolidation plan", "Pending GPU pods"], []),
     ("approvals?role=team-lead:alpha", ["Approvals", "rightsize_gpu_count", "Current vs proposed", "Evidence",
                                         "History", "Approve"], ["beta-serve"]),
