@@ -45,4 +45,4 @@ class Scope:
 
     def require_fleet(self) -> None:
         if not self.fleet:
-            raise AccessDenied("fleet-level data needs the finance, platform or admin role")
+            raise AccessDenied("fleet-level data needs the finance or platform-admin role")
