@@ -14,7 +14,7 @@ from gpufinops.views.budgets import budget_status, load_budgets, month_forecast
 ctx = current()
 st.title("Finance")
 if not ctx.may_open("finance"):
-    st.error("The finance view needs the finance or admin role.")
+    st.error("The finance view needs the finance or platform-admin role.")
     st.stop()
 scope, wh = ctx.scope, ctx.warehouse
 
