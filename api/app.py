@@ -31,7 +31,7 @@ from changes.teams import TeamOf, warehouse_team_resolver
 from gpufinops.appdb import open_app_db
 from gpufinops.settings import Settings
 
-__all__ = ["create_app", "BodyLimitMiddleware", "WarehouseScopeMiddleware", "refreshing_team_resolver"]
+__all__ = ["create_app", "BodyLimitMiddleware", "refreshing_team_resolver"]
 
 API_VERSION = "1"
 
@@ -41,13 +41,13 @@ def _utcnow() -> datetime:
 
 
 def refreshing_team_resolver(warehouse_path: str) -> TeamOf:
-    """``changes.teams.warehouse_team_resolver``, rebuilt when the warehouse file is replaced."""
+    """``changes.teams.warehouse_team_resolver``, rebuilt when a build publishes a new version."""
     lock = threading.Lock()
     state: dict[str, Any] = {"stamp": None, "resolver": None}
 
     def stamp() -> tuple[int, int] | None:
         try:
-            st = os.stat(warehouse_path)
+            st = os.stat(warehouse_path)  # follows the link to the published version
         except FileNotFoundError:
             return None
         return (st.st_ino, st.st_mtime_ns)
@@ -119,21 +119,6 @@ class _TooLarge(StarletteHTTPException):
         super().__init__(status_code=413, detail=detail)
 
 
-class WarehouseScopeMiddleware:
-    """Enters ``WarehouseReader.request_scope`` for every HTTP request (see api.warehouse)."""
-
-    def __init__(self, app: ASGIApp, warehouse: WarehouseReader) -> None:
-        self.app = app
-        self.warehouse = warehouse
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        with self.warehouse.request_scope():
-            await self.app(scope, receive, send)
-
-
 def create_app(
     settings: Settings,
     *,
@@ -185,7 +170,6 @@ def create_app(
     for router in ROUTERS:
         app.include_router(router)
     app.add_middleware(BodyLimitMiddleware, limit=api.max_body_bytes)
-    app.add_middleware(WarehouseScopeMiddleware, warehouse=ctx.warehouse)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 
     return app

@@ -33,6 +33,7 @@ from api.config import ApiSettings, OidcSettings
 from api.errors import ApiError, Unauthorized
 from changes.model import Actor
 from gpufinops.errors import ConfigError, InputError
+from gpufinops.views.names import ROLE_PATTERN as NAMES_ROLE_PATTERN
 
 __all__ = [
     "ROLE_PATTERN",
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 TOKEN_PREFIX = "gfo_"
-ROLE_PATTERN = re.compile(r"^(platform-admin|finance|(team-lead|member):[A-Za-z0-9][A-Za-z0-9._-]{0,62})$")
+ROLE_PATTERN = NAMES_ROLE_PATTERN  # the one role vocabulary (gpufinops.views.names)
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._-]{0,127}$")
 
 

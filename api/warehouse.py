@@ -1,23 +1,22 @@
-"""The API's reads of the warehouse marts (read-only DuckDB), scoped by the caller's teams.
+"""The API's reads of the warehouse marts, scoped by the caller's teams.
 
-``gpufinops build`` rewrites the file from another process, and DuckDB lets one process write or many
-read, so an idle API must hold no connection. The app's middleware brackets every request in
-``request_scope``: the first query of a request opens a read-only connection, the requests in flight at
-the same time share it (a cursor each, safe across the threadpool), and the last request to finish closes
-it. No connection is open while no request is. (A connection per request would be the same for the file
-lock, but opening a DuckDB database costs about 25-40 ms of CPU with the GIL held, whatever its size,
-against about 0.4 ms for a cursor; under load that reopening was the whole cost.)
+Every read goes through the kernel's read model (``gpufinops.warehouse.Reader``): one read-only
+connection to the published build version, a cursor per query. ``gpufinops build`` writes a new version
+file and publishes it atomically, so the API never blocks a build nor waits for one: the first query
+after a publish opens the new version, and the old connection closes when its last cursor is done.
+(Opening a DuckDB database costs about 25-40 ms of CPU with the GIL held, against about 0.4 ms for a
+cursor, so the connection is kept for as long as its version is live.)
 
-What never changes for one version of the file is cached under its stamp (inode, mtime and size, and
-those of its WAL), so a rebuild invalidates it: the tables, the first/last hour and day, the workload index
-(id -> cluster, namespace, kind, name, team), and the hours with data per day of the workloads asked
-about. Windows of whole days read ``fct_workload_daily`` (a per-day sum of the hourly mart) instead of
-``fct_gpu_allocation_hourly``. Every filter value travels as a bound parameter, never inside the SQL text.
+What never changes for one version is cached under its stamp, so a publish invalidates it: the tables,
+the first/last hour and day, the workload index (id -> cluster, namespace, kind, name, team), and the
+hours with data per day of the workloads asked about. Windows of whole days read ``fct_workload_daily``
+(a per-day sum of the hourly mart) instead of ``fct_gpu_allocation_hourly``. Idle % is the warehouse's
+``idle_pct`` macro over measured GPU-hours (``gpufinops.views.names``). Every filter value travels as a
+bound parameter, never inside the SQL text.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -31,8 +30,9 @@ from typing import Any
 import duckdb
 
 from gpufinops.appdb.ids import workload_id
-from gpufinops.errors import BadRequest, ConfigError, TransientError
-from gpufinops.warehouse import connect
+from gpufinops.errors import BadRequest
+from gpufinops.views.names import SYNTHETIC_LINES, idle_pct_sql
+from gpufinops.warehouse import Reader, Stamp
 
 __all__ = ["WarehouseReader", "WorkloadRef", "parse_window", "MAX_WINDOW"]
 
@@ -66,6 +66,10 @@ class WorkloadRef:
     tier: str | None
 
 
+def _version(stamp: Stamp) -> str:
+    return Path(stamp[0]).stem
+
+
 def _utc(value: Any) -> datetime | None:
     if value is None:
         return None
@@ -84,9 +88,6 @@ def _day(value: Any) -> date | None:
     return date.fromisoformat(str(value)[:10])
 
 
-Stamp = tuple[int, int, int, int, int]
-
-
 @dataclass(frozen=True)
 class _Facts:
     """What one version of the warehouse file says once and never changes (cached by its stamp)."""
@@ -99,15 +100,6 @@ class _Facts:
     daily_last_day: date | None
 
 
-@dataclass
-class _Shared:
-    """The open read-only connection, the file version it was opened on, and its cursors in use."""
-
-    con: duckdb.DuckDBPyConnection
-    stamp: Stamp
-    users: int = 0
-
-
 class WarehouseReader:
     """Read-only queries of the warehouse; see the module docstring for the connection rules.
 
@@ -118,123 +110,46 @@ class WarehouseReader:
         self.path = str(path)
         self.use_daily = use_daily
         self.hours_cache_size = hours_cache_size
-        self.connections_opened = 0
+        self.reader = Reader(path)
         self._lock = threading.Lock()
         self._facts: _Facts | None = None
         self._index: dict[str, WorkloadRef] | None = None
         self._index_stamp: Stamp | None = None
         self._hours: OrderedDict[tuple[str, str, str, str], dict[date, int]] = OrderedDict()
         self._hours_stamp: Stamp | None = None
-        self._in_flight = 0
-        self._shared: _Shared | None = None
 
     # ------------------------------------------------------------------ connection
-    def _file_stamp(self) -> Stamp:
-        """(inode, mtime, size) of the file and (mtime, size) of its WAL: any rebuild changes it."""
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError as exc:
-            raise ConfigError(f"warehouse {self.path} does not exist yet; run `gpufinops build` first") from exc
-        try:
-            wal = os.stat(self.path + ".wal")
-            wal_stamp = (wal.st_mtime_ns, wal.st_size)
-        except FileNotFoundError:
-            wal_stamp = (0, 0)
-        return (st.st_ino, st.st_mtime_ns, st.st_size, *wal_stamp)
-
-    def _open(self, stamp: Stamp) -> _Shared:
-        try:
-            con = connect(self.path, read_only=True)
-        except duckdb.IOException as exc:
-            raise TransientError(
-                f"warehouse {self.path} cannot be opened now (is `gpufinops build` writing it?): {exc}"
-            ) from exc
-        try:
-            # global: every cursor of this connection starts in UTC (a per-cursor SET costs ~0.3 ms)
-            con.execute("set global TimeZone = 'UTC'")
-        except BaseException:
-            con.close()
-            raise
-        self.connections_opened += 1
-        return _Shared(con, stamp)
-
-    @contextmanager
-    def request_scope(self) -> Iterator[None]:
-        """Brackets one API request (the app's middleware enters it, on the event loop's thread). While
-        any request is in flight the warehouse connection opened by one of them is shared by all (a
-        cursor each); when the last one ends it is closed, so an idle API holds no lock on the file.
-
-        The count changes without the lock: only the event loop's thread changes it, and blocking that
-        thread on a lock the worker threads hold would stall every request."""
-        self._in_flight += 1
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
-            if self._in_flight == 0 and self._shared is not None:
-                done = None
-                with self._lock:
-                    shared = self._shared
-                    if self._in_flight == 0 and shared is not None and shared.users == 0:
-                        done, self._shared = shared, None
-                if done is not None:
-                    done.con.close()
+    @property
+    def connections_opened(self) -> int:
+        return self.reader.connections_opened
 
     @contextmanager
     def connection(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A read-only cursor of the connection shared by the requests in flight (opened if none is);
-        outside any request scope, a connection of its own, closed after use."""
-        with self._cursor() as (cur, _stamp):
-            yield cur
+        """A read-only cursor on the live published version."""
+        with self.reader.snapshot() as snap:
+            yield snap.cursor
 
     @contextmanager
     def _cursor(self) -> Iterator[tuple[duckdb.DuckDBPyConnection, Stamp]]:
-        """``connection`` and the stamp of the file version the cursor reads."""
-        stamp = self._file_stamp()
-        stale = None
-        with self._lock:
-            shared = self._shared
-            if shared is None or shared.stamp != stamp:
-                # a replaced file gets a new connection; the old one closes when its last cursor is done
-                if shared is not None and shared.users == 0:
-                    stale = shared
-                shared = self._open(stamp)
-                self._shared = shared
-            shared.users += 1
-            try:
-                cur = shared.con.cursor()
-            except BaseException:
-                shared.users -= 1
-                raise
-        if stale is not None:
-            stale.con.close()
-        try:
-            yield cur, shared.stamp
-        finally:
-            cur.close()
-            with self._lock:
-                shared.users -= 1
-                close = shared.users == 0 and (shared is not self._shared or self._in_flight == 0)
-                if close and shared is self._shared:
-                    self._shared = None
-            if close:
-                shared.con.close()
+        """``connection`` and the stamp of the version the cursor reads."""
+        with self.reader.snapshot() as snap:
+            yield snap.cursor, snap.stamp
+
+    def version(self) -> str | None:
+        """The published build version the next request reads (the freshness stamp)."""
+        return self.reader.version()
 
     def holds_connection(self) -> bool:
-        """Whether a warehouse connection is open now (it is only while a request is in flight)."""
-        with self._lock:
-            return self._shared is not None
+        return self.reader.holds_connection()
 
     def close(self) -> None:
-        """Close the shared connection if one is open and forget every cached lookup."""
+        """Close the connection and forget every cached lookup."""
         with self._lock:
-            shared, self._shared = self._shared, None
             self._facts = None
             self._index = self._index_stamp = None
             self._hours.clear()
             self._hours_stamp = None
-        if shared is not None:
-            shared.con.close()
+        self.reader.close()
 
     def readable(self) -> bool:
         with self.connection() as con:
@@ -266,7 +181,7 @@ class WarehouseReader:
     def workload_index(self) -> dict[str, WorkloadRef]:
         """Every discovered workload by id (cached until the warehouse file changes)."""
         index, stamp = self._index, self._index_stamp
-        if index is not None and stamp == self._file_stamp():
+        if index is not None and stamp == self.reader.stamp():
             return index
         with self._cursor() as (con, stamp):
             facts = self._facts_of(con, stamp)
@@ -298,7 +213,7 @@ class WarehouseReader:
                 parts.append("select cluster, namespace, team from dim_workload")
             if "fct_showback_daily" in tables:
                 parts.append("select cluster, namespace, team from fct_showback_daily "
-                             "where namespace not in ('(unallocated)', '(overhead)')")
+                             f"where namespace not in {SYNTHETIC_LINES!r}")
             if not parts:
                 return []
             rows = con.execute(
@@ -329,12 +244,14 @@ class WarehouseReader:
             facts = self._facts_of(con, stamp)
             if facts.last_hour is None:
                 return {"cost_usd": 0.0, "idle_pct": None, "gpu_hours": 0.0, "window_start": None,
-                        "window_end": None}
+                        "window_end": None, "warehouse_version": _version(stamp)}
             end = facts.last_hour + timedelta(hours=1)
             start = end - window
             sums = ("coalesce(sum(total_cost_usd), 0), coalesce(sum(gpu_hours), 0), "
                     "coalesce(sum(idle_gpu_hours), 0), coalesce(sum(utilized_gpu_hours), 0), "
-                    "coalesce(sum(idle_cost_usd), 0), coalesce(sum(gpu_cost_usd), 0)")
+                    "coalesce(sum(idle_cost_usd), 0), coalesce(sum(gpu_cost_usd), 0), "
+                    "coalesce(sum(measured_gpu_hours), 0), coalesce(sum(unmeasured_gpu_hours), 0), "
+                    f"{idle_pct_sql()}")
             where = "cluster = ? and namespace = ? and workload_kind = ? and workload = ?"
             if self._daily_covers(facts, start, end):
                 row = con.execute(
@@ -350,13 +267,17 @@ class WarehouseReader:
                     [*key, start, end],
                 ).fetchone()
                 assert row is not None
-                row, hours = row[:6], row[6]
+                row, hours = row[:9], row[9]
         assert row is not None
-        cost, gpu_h, idle_h, used_h, idle_cost, gpu_cost = row
+        cost, gpu_h, idle_h, used_h, idle_cost, gpu_cost, measured_h, unmeasured_h, idle_pct = row
         return {
             "cost_usd": round(float(cost), 2),
-            "idle_pct": round(float(idle_h) / float(gpu_h), 4) if gpu_h else None,
+            # idle GPU-hours over MEASURED GPU-hours (the warehouse's idle_pct); unmeasured hours are
+            # reported, never counted as idle
+            "idle_pct": round(float(idle_pct), 4) if idle_pct is not None else None,
             "gpu_hours": round(float(gpu_h), 3),
+            "measured_gpu_hours": round(float(measured_h), 3),
+            "unmeasured_gpu_hours": round(float(unmeasured_h), 3),
             "idle_gpu_hours": round(float(idle_h), 3),
             "utilized_gpu_hours": round(float(used_h), 3),
             "gpu_cost_usd": round(float(gpu_cost), 2),
@@ -364,6 +285,7 @@ class WarehouseReader:
             "hours_with_data": int(hours),
             "window_start": start.isoformat(),
             "window_end": end.isoformat(),
+            "warehouse_version": _version(stamp),
         }
 
     def cost_source(self, window: timedelta) -> str | None:

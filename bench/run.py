@@ -88,7 +88,7 @@ def _clear_tail(lake: Path, days: int) -> None:
 
 
 def _page_times(home: Path, scale: str) -> StageResult:
-    code = ("import json,sys; from dashboards.perf import time_pages; from gpufinops.settings import Settings; "
+    code = ("import json,sys; from bench.pages import time_pages; from gpufinops.settings import Settings; "
             "s=Settings(); print(json.dumps(time_pages(sys.argv[1], tuple(s.cost.shared_namespaces))))")
     proc = subprocess.run([sys.executable, "-c", code, str(home / "warehouse.duckdb")], capture_output=True, text=True)
     if proc.returncode != 0:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gpufinops.views.names import FINANCE, PLATFORM_ADMIN
+
 __all__ = [
     "Actor",
     "PLATFORM_ADMIN",
@@ -36,8 +38,7 @@ __all__ = [
     "AuditEntry",
 ]
 
-PLATFORM_ADMIN = "platform-admin"
-FINANCE = "finance"
+# the one role vocabulary of every face (gpufinops.views.names)
 _LEAD = "team-lead:"
 _MEMBER = "member:"
 

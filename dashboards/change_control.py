@@ -25,6 +25,7 @@ from dashboards.identity import Identity
 from dashboards.session import ViewContext
 from gpufinops.appdb import open_app_db
 from gpufinops.errors import ConfigError, GpufinopsError
+from gpufinops.views.names import TEAM_LEAD, team_role
 
 __all__ = [
     "QUEUE_STATUSES",
@@ -45,15 +46,11 @@ SERVICE_TTL_S = 300  # the team resolver reads the warehouse once; a rebuilt one
 
 
 def actor_of(identity: Identity) -> Actor:
-    """Dashboard roles -> change-control roles: admin/platform -> platform-admin, finance -> finance,
-    team lead of X -> team-lead:X. The name is the signed-in user (demo: ``demo-<role>``)."""
-    roles: set[str] = set()
-    if identity.has("admin", "platform"):
-        roles.add(PLATFORM_ADMIN)
-    if identity.has("finance"):
-        roles.add(FINANCE)
-    if identity.has("team_lead"):
-        roles.update(f"team-lead:{team}" for team in identity.lead_of)
+    """The viewer as a change-control actor: the same role names (platform-admin, finance), and team lead
+    of X -> team-lead:X. The name is the signed-in user (demo: ``demo-<role>``)."""
+    roles: set[str] = set(identity.roles & {PLATFORM_ADMIN, FINANCE})
+    if identity.has(TEAM_LEAD):
+        roles.update(team_role(TEAM_LEAD, team) for team in identity.lead_of)
     return Actor(name=identity.user or "anonymous", roles=frozenset(roles))
 
 

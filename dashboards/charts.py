@@ -7,6 +7,9 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+# the lines that add up to the total cost, in stacking order, with their labels (re-exported)
+from gpufinops.views.names import COST_LINES
+
 __all__ = [
     "COST_LINES",
     "spend_over_time",
@@ -20,13 +23,6 @@ __all__ = [
     "pending_pods",
 ]
 
-# the lines that add up to the total cost, in stacking order, with their labels
-COST_LINES = {
-    "gpu_usd": "GPU",
-    "cpu_memory_usd": "CPU / memory",
-    "shared_usd": "Shared & overhead",
-    "unallocated_usd": "Unallocated (idle capacity)",
-}
 _HEIGHT = 360
 
 

@@ -8,17 +8,16 @@ The kernel's ``Settings`` ignores unknown keys, so this section lives beside it 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError
 
 from gpufinops.errors import ConfigError
 from gpufinops.settings import Settings, config_section
+from gpufinops.views.budgets import BudgetSettings
 
 __all__ = ["AuthSettings", "DashboardSettings", "load_dashboard_settings", "DEMO_ENV"]
 
 DEMO_ENV = "GPUFINOPS_DASHBOARD_DEMO"
-_DEFAULT_BUDGETS = Path(__file__).resolve().parent / "team_budgets.csv"
 
 
 class AuthSettings(BaseModel):
@@ -27,25 +26,25 @@ class AuthSettings(BaseModel):
     user_header: str = "X-Forwarded-User"
     groups_header: str = "X-Forwarded-Groups"
     groups_separator: str = ","
-    # group name -> role (finance | platform | admin)
+    # group name -> role, in the API's vocabulary (platform-admin | finance | team-lead:<team>)
     group_roles: dict[str, str] = Field(
         default_factory=lambda: {
             "gpufinops-finance": "finance",
-            "gpufinops-platform": "platform",
-            "gpufinops-admins": "admin",
+            "gpufinops-platform": "platform-admin",
+            "gpufinops-admins": "platform-admin",
         }
     )
     # a group named <prefix><team> makes its members team lead of <team>
     team_lead_group_prefix: str = "gpufinops-lead-"
 
 
-class DashboardSettings(BaseModel):
+class DashboardSettings(BudgetSettings):
+    """The ``dashboards:`` section; the budget keys (``budgets_file``, ``budget_alert_thresholds``) are
+    ``BudgetSettings``', which the reports read too."""
+
     auth: AuthSettings = Field(default_factory=AuthSettings)
     # visible demo mode: no proxy, the viewer picks a role in the sidebar
     demo: bool = False
-    budgets_file: Path = _DEFAULT_BUDGETS
-    # fractions of a monthly budget (actual or forecast) at which a team gets an alert
-    budget_alert_thresholds: list[float] = Field(default_factory=lambda: [0.8, 1.0])
     cache_ttl_s: int = 300
 
 

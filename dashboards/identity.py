@@ -7,10 +7,13 @@ there is no proxy and the viewer picks a role in a clearly labelled sidebar box 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dashboards.config import AuthSettings
+from gpufinops.views.names import FINANCE, PLATFORM_ADMIN, TEAM_LEAD, team_role
+from gpufinops.views.names import FLEET_ROLES as NAMES_FLEET_ROLES
+from gpufinops.views.scope import AccessDenied, Scope
 
 __all__ = [
     "ROLES",
@@ -23,48 +26,13 @@ __all__ = [
     "demo_choices",
 ]
 
-ROLES = ("finance", "team_lead", "platform", "admin")
+# the role vocabulary of the API (gpufinops.views.names): platform-admin, finance, team-lead (of the
+# teams in Identity.lead_of)
+ROLES = (PLATFORM_ADMIN, FINANCE, TEAM_LEAD)
 # roles that see every team and the fleet-level (node / cluster) numbers
-FLEET_ROLES = frozenset({"finance", "platform", "admin"})
-
-
-class AccessDenied(PermissionError):
-    """A query asked for rows outside the viewer's scope."""
-
-
-@dataclass(frozen=True)
-class Scope:
-    """The rows a viewer may read. Hashable, so cached queries key on it.
-
-    ``teams is None`` means every team; otherwise only those teams' namespaces.
-    """
-
-    teams: tuple[str, ...] | None = ()
-    fleet: bool = False
-
-    @classmethod
-    def everything(cls) -> Scope:
-        return cls(teams=None, fleet=True)
-
-    @classmethod
-    def of_teams(cls, teams: Iterable[str]) -> Scope:
-        return cls(teams=tuple(sorted(set(teams))), fleet=False)
-
-    def allows_team(self, team: str) -> bool:
-        return self.teams is None or team in self.teams
-
-    def narrow(self, teams: Sequence[str] | None) -> Scope:
-        """The scope limited to ``teams`` (e.g. from a query parameter); never wider than self."""
-        if teams is None:
-            return self
-        wanted = set(teams)
-        allowed = wanted if self.teams is None else wanted & set(self.teams)
-        # a team-focused view never needs the fleet-level numbers
-        return Scope(teams=tuple(sorted(allowed)), fleet=False)
-
-    def require_fleet(self) -> None:
-        if not self.fleet:
-            raise AccessDenied("fleet-level data needs the finance, platform or admin role")
+FLEET_ROLES = NAMES_FLEET_ROLES
+# names of the first dashboards, still accepted in `dashboards.auth.group_roles`
+_LEGACY_ROLES = {"admin": PLATFORM_ADMIN, "platform": PLATFORM_ADMIN}
 
 
 @dataclass(frozen=True)
@@ -84,7 +52,7 @@ class Identity:
     def scope(self) -> Scope:
         if self.roles & FLEET_ROLES:
             return Scope.everything()
-        if "team_lead" in self.roles:
+        if TEAM_LEAD in self.roles:
             return Scope.of_teams(self.lead_of)
         return Scope(teams=(), fleet=False)
 
@@ -93,7 +61,7 @@ class Identity:
 
     @property
     def label(self) -> str:
-        parts = sorted(self.roles - {"team_lead"})
+        parts = sorted(self.roles - {TEAM_LEAD})
         if self.lead_of:
             parts.append("team lead of " + ", ".join(self.lead_of))
         return f"{self.user or 'anonymous'} ({'; '.join(parts) or 'no role'})"
@@ -116,11 +84,15 @@ def from_headers(headers: Mapping[str, str], auth: AuthSettings) -> Identity:
     lead_of: set[str] = set()
     for group in groups:
         role = auth.group_roles.get(group)
-        if role in ROLES:
+        role = _LEGACY_ROLES.get(role, role) if role else None
+        if role in (PLATFORM_ADMIN, FINANCE):
             roles.add(role)
+        elif role and role.startswith(TEAM_LEAD + ":") and len(role) > len(TEAM_LEAD) + 1:
+            roles.add(TEAM_LEAD)
+            lead_of.add(role.split(":", 1)[1])
         prefix = auth.team_lead_group_prefix
         if prefix and group.startswith(prefix) and len(group) > len(prefix):
-            roles.add("team_lead")
+            roles.add(TEAM_LEAD)
             lead_of.add(group[len(prefix) :])
     if user is None:
         return Identity(user=None, notes=(f"no `{auth.user_header}` header: not signed in",))
@@ -128,15 +100,16 @@ def from_headers(headers: Mapping[str, str], auth: AuthSettings) -> Identity:
 
 
 def demo_choices(teams: Sequence[str]) -> list[str]:
-    """Role keys offered by the demo picker: the fleet roles, then one team lead per team."""
-    return ["finance", "platform", "admin"] + [f"team_lead:{t}" for t in teams]
+    """Roles offered by the demo picker (the API's role strings): the fleet roles, then one team lead per team."""
+    return [FINANCE, PLATFORM_ADMIN] + [team_role(TEAM_LEAD, t) for t in teams]
 
 
 def demo_identity(choice: str) -> Identity:
-    """Identity for a demo-picker key such as ``finance`` or ``team_lead:ml-research``."""
-    if choice.startswith("team_lead:"):
+    """Identity for a demo-picker role such as ``finance`` or ``team-lead:ml-research``."""
+    if choice.startswith(TEAM_LEAD + ":"):
         team = choice.split(":", 1)[1]
-        return Identity(user=f"demo-lead-{team}", roles=frozenset({"team_lead"}), lead_of=(team,), demo=True)
+        return Identity(user=f"demo-lead-{team}", roles=frozenset({TEAM_LEAD}), lead_of=(team,), demo=True)
     if choice in FLEET_ROLES:
-        return Identity(user=f"demo-{choice}", roles=frozenset({choice}), demo=True)
+        user = "demo-admin" if choice == PLATFORM_ADMIN else f"demo-{choice}"
+        return Identity(user=user, roles=frozenset({choice}), demo=True)
     raise ValueError(f"unknown demo role {choice!r}")

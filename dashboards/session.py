@@ -11,6 +11,7 @@ from dashboards import queries
 from dashboards.config import DEMO_ENV, DashboardSettings, load_dashboard_settings
 from dashboards.identity import Identity, Scope, demo_choices, demo_identity, from_headers
 from gpufinops.settings import Settings, load_settings
+from gpufinops.views.names import FINANCE, PLATFORM_ADMIN, TEAM_LEAD
 
 __all__ = ["ViewContext", "context", "current", "PAGE_ROLES", "DEMO_ROLE_KEY", "request_headers"]
 
@@ -20,12 +21,12 @@ _ROLE_PARAM_KEY = "_gpufinops_role_param"
 DEMO_ROLE_KEY = "demo_role"
 # which roles see which page in the navigation (the query layer enforces the data scope regardless)
 PAGE_ROLES: dict[str, frozenset[str]] = {
-    "home": frozenset({"team_lead", "finance", "platform", "admin"}),
-    "finance": frozenset({"finance", "admin"}),
-    "team": frozenset({"team_lead", "finance", "platform", "admin"}),
-    "platform": frozenset({"platform", "admin"}),
+    "home": frozenset({TEAM_LEAD, FINANCE, PLATFORM_ADMIN}),
+    "finance": frozenset({FINANCE, PLATFORM_ADMIN}),
+    "team": frozenset({TEAM_LEAD, FINANCE, PLATFORM_ADMIN}),
+    "platform": frozenset({PLATFORM_ADMIN}),
     # the roles that may approve some change kind; finance too when the change policy names it
-    "approvals": frozenset({"team_lead", "platform", "admin"}),
+    "approvals": frozenset({TEAM_LEAD, PLATFORM_ADMIN}),
 }
 
 
@@ -96,7 +97,8 @@ def _demo_picker(warehouse: queries.Warehouse) -> Identity:
         "View as",
         choices,
         key=DEMO_ROLE_KEY,
-        format_func=lambda c: "Team lead: " + c.split(":", 1)[1] if c.startswith("team_lead:") else c.title(),
+        format_func=lambda c: ("Team lead: " + c.split(":", 1)[1] if c.startswith(TEAM_LEAD + ":")
+                               else {PLATFORM_ADMIN: "Platform admin"}.get(c, c.title())),
     )
     st.query_params["role"] = choice
     st.session_state[_ROLE_PARAM_KEY] = choice

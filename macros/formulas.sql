@@ -267,4 +267,11 @@
       then {{ col }} - lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }})
     else {{ col }}
   end
+
+
+{% macro idle_pct(idle_gpu_hours, measured_gpu_hours) -%}
+  {#- Idle share of a GPU allocation: idle GPU-hours over MEASURED GPU-hours (null without any);
+      unmeasured hours count neither way. Published to the warehouse as the SQL macro idle_pct
+      (macros/faces.sql) so that the faces apply it to their sums over any window. -#}
+  case when {{ measured_gpu_hours }} > 0 then {{ idle_gpu_hours }} / {{ measured_gpu_hours }} end
 {%- endmacro %}

@@ -1,7 +1,7 @@
 """Build a report for one audience and period from the marts: totals, tables (CSV), charts, alerts.
 
-The numbers come from the same scoped queries the dashboards run (``dashboards.queries.RAW``), so a
-report and a dashboard over the same days agree to the cent.
+The numbers come from the same scoped queries the dashboards run (the read model,
+``gpufinops.views.queries.RAW``), so a report and a dashboard over the same days agree to the cent.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ from typing import Protocol
 import duckdb
 import pandas as pd
 
-from dashboards.budgets import load_budgets
-from dashboards.config import DashboardSettings
-from dashboards.identity import Scope
-from dashboards.metrics import budget_status, month_forecast
-from dashboards.queries import RAW, recommendations_raw
 from gpufinops.errors import InputError
 from gpufinops.settings import Settings
+from gpufinops.views.budgets import BudgetSettings, budget_status, load_budgets, month_forecast
+from gpufinops.views.queries import RAW, recommendations_raw
+from gpufinops.views.scope import Scope
 from reports import charts
 from reports.period import Period, PeriodKind, resolve_period
 
@@ -139,7 +137,7 @@ class _Builder(Protocol):
 @dataclass(frozen=True)
 class _Ctx:
     settings: Settings
-    dashboard: DashboardSettings
+    budgets: BudgetSettings
     audience: str
     team: str | None
     app_db_url: str | None
@@ -152,10 +150,10 @@ class _Ctx:
 
 def _budget_alerts(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, scope: Scope, as_of: date) -> tuple[pd.DataFrame, list[BudgetAlert]]:
     month = RAW["spend_by_team_daily"](cur, scope, as_of.replace(day=1), as_of + timedelta(days=1), ctx.shared)
-    budgets = load_budgets(ctx.dashboard.budgets_file)
+    budgets = load_budgets(ctx.budgets.budgets_file)
     if ctx.team is not None:
         budgets = {k: v for k, v in budgets.items() if k == ctx.team}
-    status = budget_status(month, budgets, as_of, ctx.dashboard.budget_alert_thresholds)
+    status = budget_status(month, budgets, as_of, ctx.budgets.budget_alert_thresholds)
     alerts = [
         BudgetAlert(r.team, r.alert, r.month_to_date_usd, r.forecast_usd, r.monthly_budget_usd)
         for r in status.itertuples() if r.alert
@@ -288,7 +286,7 @@ def parse_audience(audience: str) -> tuple[str, str | None]:
 def build_report(
     con: duckdb.DuckDBPyConnection,
     settings: Settings,
-    dashboard: DashboardSettings,
+    budgets: BudgetSettings,
     period_kind: PeriodKind,
     audience: str,
     *,
@@ -303,7 +301,7 @@ def build_report(
             as_of = last_data_day(cur, Scope.everything())
             if as_of is None:
                 raise InputError("the warehouse has no showback rows yet; run `gpufinops build` first")
-        ctx = _Ctx(settings, dashboard, audience, team, settings.effective_app_db_url, dashboard_url)
+        ctx = _Ctx(settings, budgets, audience, team, settings.effective_app_db_url, dashboard_url)
         return AUDIENCES[kind](cur, ctx, resolve_period(period_kind, as_of))
     finally:
         cur.close()

@@ -10,7 +10,7 @@ matplotlib.use("Agg")  # headless: CronJobs have no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dashboards.charts import COST_LINES  # noqa: E402
+from gpufinops.views.names import COST_LINES  # noqa: E402
 
 __all__ = ["cost_lines_png", "spend_by_team_png", "team_daily_png"]
 

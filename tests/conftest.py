@@ -54,11 +54,35 @@ def fleet(tmp_path_factory) -> Fleet:
     return build_fleet_home(tmp_path_factory.mktemp("fleet"))
 
 
+def _small_lake_module():
+    import importlib.util
+
+    path = Path(__file__).parent / "fixtures" / "warehouse" / "small_lake.py"
+    spec = importlib.util.spec_from_file_location("conftest_small_lake", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def small_fleet(tmp_path_factory) -> Fleet:
+    """The hand-made lake of tests/fixtures/warehouse/small_lake.py over 3 hours (the third is
+    unmeasured: no DCGM samples), built with `gpufinops build --full`; for tests that need numbers
+    worked out by hand (read-only)."""
+    home = tmp_path_factory.mktemp("small_fleet")
+    settings = Settings(home=home)
+    _small_lake_module().write_small_lake(settings.lake_dir, hours=3)
+    _cli(home, "build", "--full")
+    return Fleet(home=home, settings=settings)
+
+
 @pytest.fixture
 def fleet_copy(fleet: Fleet, tmp_path: Path) -> Fleet:
     """A private copy of the fixture home, for tests that write (app DB, a rebuild)."""
     home = tmp_path / "fleet"
-    shutil.copytree(fleet.home, home, ignore=shutil.ignore_patterns("*.wal", "logs"))
+    # symlinks=True: the live warehouse is a relative link into warehouse.d, which stays valid in the copy
+    shutil.copytree(fleet.home, home, symlinks=True, ignore=shutil.ignore_patterns("*.wal", "logs", "*.lock"))
     return Fleet(home=home, settings=Settings(home=home))
 
 

@@ -105,7 +105,7 @@ def _queue_ids(at: AppTest) -> set[str]:
 
 def test_team_lead_approves_their_teams_change(env, svc) -> None:
     change = _workload_change(svc, ALICE, "alpha-train", "train-a")
-    at = _app("team_lead:alpha", "approvals", change=change.id)
+    at = _app("team-lead:alpha", "approvals", change=change.id)
     _ok(at)
     assert at.title[0].value == "Approvals" and change.id in _queue_ids(at)
     metrics = {m.label: m.value for m in at.metric}
@@ -130,11 +130,11 @@ def test_team_lead_approves_their_teams_change(env, svc) -> None:
 
 def test_team_lead_cannot_see_another_teams_change(env, svc) -> None:
     beta = _workload_change(svc, BOB, "beta-serve", "serve-b")
-    at = _app("team_lead:alpha", "approvals")
+    at = _app("team-lead:alpha", "approvals")
     _ok(at)
     assert beta.id not in _text(at)
     # nor by editing the query parameter: "not found", nothing of it rendered, nothing to click
-    at = _app("team_lead:alpha", "approvals", change=beta.id)
+    at = _app("team-lead:alpha", "approvals", change=beta.id)
     _ok(at)
     assert [e.value for e in at.error] == [f"Change `{beta.id}` not found."]
     assert "serve-b" not in _text(at) and "beta-serve" not in _text(at)
@@ -144,7 +144,7 @@ def test_team_lead_cannot_see_another_teams_change(env, svc) -> None:
 
 def test_self_approval_shows_the_four_eyes_error(env, svc) -> None:
     own = _workload_change(svc, LEAD_ALPHA, "alpha-train", "notebook-a")
-    at = _app("team_lead:alpha", "approvals", change=own.id)
+    at = _app("team-lead:alpha", "approvals", change=own.id)
     _ok(at)
     at.text_input(key=f"approvals_reason_{own.id}").set_value("mine")
     at.button(key="approvals_approve").click().run()
@@ -157,7 +157,7 @@ def test_self_approval_shows_the_four_eyes_error(env, svc) -> None:
 
 def test_reject_needs_a_reason_and_is_audited(env, svc) -> None:
     change = _workload_change(svc, ALICE, "alpha-train", "train-a")
-    at = _app("team_lead:alpha", "approvals", change=change.id)
+    at = _app("team-lead:alpha", "approvals", change=change.id)
     at.button(key="approvals_reject").click().run()
     _ok(at)
     assert "reason is required" in at.error[0].value and svc.get(change.id).status == "proposed"
@@ -173,7 +173,7 @@ def test_admin_sees_node_level_changes(env, svc) -> None:
 
     node = _node_change(svc)
     alpha = _workload_change(svc, ALICE, "alpha-train", "train-a")
-    at = _app("admin", "approvals", change=node.id)
+    at = _app("platform-admin", "approvals", change=node.id)
     _ok(at)
     assert {node.id, alpha.id} <= _queue_ids(at)
     assert {m.label: m.value for m in at.metric}["Team"] == "(platform)"
@@ -189,16 +189,16 @@ def test_admin_sees_node_level_changes(env, svc) -> None:
     live = {"nodes": [{"metadata": {"name": "n2"}, "spec": {}}], "pods": [], "pdbs": []}
     ops = plan(svc.get(node.id), live)
     svc.record_plan(node.id, [op.to_dict() for op in ops], prior_spec={})
-    at = _app("admin", "approvals", change=node.id)
+    at = _app("platform-admin", "approvals", change=node.id)
     _ok(at)
     assert node.id not in _queue_ids(at)  # no longer waits for a decision, still reachable by its link
     assert "cordon" in at.code[0].value and "/nodes/n2" in at.code[0].value
     assert "recorded by the controller" in " ".join(c.value for c in at.caption).lower()
     assert "approvals_approve" not in {b.key for b in at.button}  # applying: nothing to decide
     # a team lead sees no node actions, not even by link
-    lead = _app("team_lead:alpha", "approvals")
+    lead = _app("team-lead:alpha", "approvals")
     assert node.id not in _queue_ids(lead) and alpha.id in _queue_ids(lead)
-    lead = _app("team_lead:alpha", "approvals", change=node.id)
+    lead = _app("team-lead:alpha", "approvals", change=node.id)
     assert [e.value for e in lead.error] == [f"Change `{node.id}` not found."]
 
 
@@ -211,7 +211,7 @@ def test_finance_gets_no_approvals_page_under_the_default_policy(env) -> None:
 
 
 def test_team_page_proposes_from_a_recommendation_then_four_eyes(env, svc) -> None:
-    at = _app("team_lead:alpha", "team")
+    at = _app("team-lead:alpha", "team")
     _ok(at)
     assert at.selectbox(key="rec_pick").options  # the team's recommendations
     at.selectbox(key="rec_pick").set_value("rec_a2")
@@ -233,7 +233,7 @@ def test_team_page_proposes_from_a_recommendation_then_four_eyes(env, svc) -> No
 
 def test_team_page_approves_a_teams_change(env, svc) -> None:
     change = _workload_change(svc, ALICE, "alpha-train", "notebook-a")
-    at = _app("team_lead:alpha", "team")
+    at = _app("team-lead:alpha", "team")
     at.selectbox(key="chg_pick").set_value(change.id)
     at.text_input(key="chg_reason").set_value("ok")
     at.button(key="chg_approve").click().run()
@@ -241,7 +241,7 @@ def test_team_page_approves_a_teams_change(env, svc) -> None:
     assert not at.error, [e.value for e in at.error]
     assert svc.get(change.id).status == "approved"
     # beta's lead sees none of alpha's changes on their team page
-    beta = _app("team_lead:beta", "team")
+    beta = _app("team-lead:beta", "team")
     _ok(beta)
     assert change.id not in _text(beta)
 
@@ -251,12 +251,12 @@ def test_an_unreachable_app_db_is_reported_not_a_crash(env, tmp_path, monkeypatc
     config = tmp_path / "gpufinops.yaml"
     config.write_text("app_db_url: postgresql+psycopg2://postgres:s3cret@127.0.0.1:1/nowhere\n")
     monkeypatch.setenv("GPUFINOPS_CONFIG", str(config))
-    team = _app("team_lead:alpha", "team")
+    team = _app("team-lead:alpha", "team")
     _ok(team)
     assert {m.label: m.value for m in team.metric}["Cost (chargeback)"] == "$963.20"  # the rest of the page works
     warning = " ".join(w.value for w in team.warning)
     assert "Change control is unavailable" in warning and "127.0.0.1:1/nowhere" in warning
     assert "s3cret" not in warning
-    approvals = _app("team_lead:alpha", "approvals")
+    approvals = _app("team-lead:alpha", "approvals")
     _ok(approvals)
     assert "cannot be opened" in approvals.error[0].value

@@ -37,11 +37,11 @@ PAGES = [
     # (path, texts that must show, texts that must not)
     ("finance?role=finance", ["Total cost", "$3,460.80", "Charged back to teams", "$1,449.60", "Budget vs actual",
                               "Bill reconciliation"], []),
-    ("team?role=team_lead:alpha", ["GPU-hours", "$963.20", "78.0%", "Most idle workloads", "Recommendations"],
+    ("team?role=team-lead:alpha", ["GPU-hours", "$963.20", "78.0%", "Most idle workloads", "Recommendations"],
      ["$486.40", "beta-serve"]),
-    ("platform?role=platform", ["GPU capacity", "Bin-packing efficiency", "50.0%", "Stranded GPUs",
+    ("platform?role=platform-admin", ["GPU capacity", "Bin-packing efficiency", "50.0%", "Stranded GPUs",
                                 "Consolidation plan", "Pending GPU pods"], []),
-    ("approvals?role=team_lead:alpha", ["Approvals", "rightsize_gpu_count", "Current vs proposed", "Evidence",
+    ("approvals?role=team-lead:alpha", ["Approvals", "rightsize_gpu_count", "Current vs proposed", "Evidence",
                                         "History", "Approve"], ["beta-serve"]),
 ]
 

@@ -24,7 +24,7 @@ def test_team_lead_group_prefix_scopes_to_that_team() -> None:
     ident = from_headers(
         {"X-Forwarded-User": "bo", "X-Forwarded-Groups": "gpufinops-lead-alpha,gpufinops-lead-gamma"}, AUTH
     )
-    assert ident.roles == {"team_lead"}
+    assert ident.roles == {"team-lead"}
     assert ident.scope.teams == ("alpha", "gamma")
     assert not ident.scope.fleet
     assert ident.scope.allows_team("alpha") and not ident.scope.allows_team("beta")
@@ -46,7 +46,7 @@ def test_configured_headers_and_groups(tmp_path, monkeypatch: pytest.MonkeyPatch
     dash = load_dashboard_settings(load_settings(config=cfg))
     assert not dash.demo
     ident = from_headers({"X-Auth-Request-Email": "c@x", "X-Auth-Request-Groups": "finops;lead:beta"}, dash.auth)
-    assert ident.roles == {"finance", "team_lead"} and ident.lead_of == ("beta",)
+    assert ident.roles == {"finance", "team-lead"} and ident.lead_of == ("beta",)
     # finance sees everything even though it also leads one team
     assert ident.scope.teams is None
 
@@ -59,8 +59,9 @@ def test_narrow_never_widens() -> None:
 
 
 def test_demo_roles() -> None:
-    assert demo_choices(["alpha"]) == ["finance", "platform", "admin", "team_lead:alpha"]
-    assert demo_identity("team_lead:alpha").scope.teams == ("alpha",)
-    assert demo_identity("platform").scope.fleet
+    # the API's role strings (gpufinops.views.names)
+    assert demo_choices(["alpha"]) == ["finance", "platform-admin", "team-lead:alpha"]
+    assert demo_identity("team-lead:alpha").scope.teams == ("alpha",)
+    assert demo_identity("platform-admin").scope.fleet
     with pytest.raises(ValueError):
         demo_identity("root")

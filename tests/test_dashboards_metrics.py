@@ -7,9 +7,8 @@ from datetime import date
 import pandas as pd
 import pytest
 
-from dashboards.budgets import load_budgets
-from dashboards.metrics import budget_status, month_forecast
 from gpufinops.errors import InputError
+from gpufinops.views.budgets import budget_status, load_budgets, month_forecast
 
 
 def _daily(values: dict[str, float], team: str = "a") -> pd.DataFrame:

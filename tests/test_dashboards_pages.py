@@ -95,7 +95,7 @@ def test_finance_page_numbers_and_csv_for_every_table(env) -> None:
 
 
 def test_team_lead_sees_only_their_team(env) -> None:
-    at = _app("team_lead:alpha", "team")
+    at = _app("team-lead:alpha", "team")
     _ok(at)
     assert at.title[0].value == "Team"
     m = _metrics(at)
@@ -113,7 +113,7 @@ def test_team_lead_sees_only_their_team(env) -> None:
 
 
 def test_team_lead_cannot_reach_another_team_by_query_parameter(env) -> None:
-    at = _app("team_lead:alpha", "team", team="beta")
+    at = _app("team-lead:alpha", "team", team="beta")
     _ok(at)
     assert [e.value for e in at.error] == ["Team `beta` is not one of yours."]
     assert not at.metric and not at.dataframe
@@ -121,7 +121,7 @@ def test_team_lead_cannot_reach_another_team_by_query_parameter(env) -> None:
 
 
 def test_team_lead_beta_sees_beta(env) -> None:
-    at = _app("team_lead:beta", "team")
+    at = _app("team-lead:beta", "team")
     _ok(at)
     assert _metrics(at)["Cost (chargeback)"] == "$486.40"
     text = _rendered_text(at)
@@ -135,7 +135,7 @@ def test_finance_may_open_any_team(env) -> None:
 
 
 def test_platform_page(env) -> None:
-    at = _app("platform", "platform")
+    at = _app("platform-admin", "platform")
     _ok(at)
     assert at.title[0].value == "Platform"
     m = _metrics(at)
@@ -148,32 +148,32 @@ def test_platform_page(env) -> None:
 
 @pytest.mark.parametrize("page", ["finance", "team", "platform", "approvals"])
 def test_admin_opens_every_page(env, page) -> None:
-    at = _app("admin", page)
+    at = _app("platform-admin", page)
     _ok(at)
     assert not at.error and at.title[0].value == page.title()
 
 
-@pytest.mark.parametrize("role,cost", [("finance", "$3,460.80"), ("team_lead:alpha", "$963.20"), ("platform", "$3,460.80")])
+@pytest.mark.parametrize("role,cost", [("finance", "$3,460.80"), ("team-lead:alpha", "$963.20"), ("platform-admin", "$3,460.80")])
 def test_home_page_at_a_glance(env, role, cost) -> None:
     at = _app(role)
     _ok(at)
     assert at.title[0].value == "GPU cost at a glance"
     m = _metrics(at)
     assert m["Cost, last 7 days"] == cost
-    assert ("Stranded by fragmentation" in m) == (not role.startswith("team_lead"))
+    assert ("Stranded by fragmentation" in m) == (not role.startswith("team-lead"))
     assert [p.label for p in at.get("page_link")] == {
-        "finance": ["Finance", "Team"], "team_lead:alpha": ["Team", "Approvals"],
-        "platform": ["Team", "Platform", "Approvals"]}[role]
+        "finance": ["Finance", "Team"], "team-lead:alpha": ["Team", "Approvals"],
+        "platform-admin": ["Finance", "Team", "Platform", "Approvals"]}[role]
 
 
 def test_demo_picker_switches_role(env) -> None:
     at = _app()
     assert _metrics(at)["Cost, last 7 days"] == "$3,460.80"  # the first choice, finance
     assert any("Demo mode" in w.value for w in at.sidebar.warning)
-    at.sidebar.selectbox(key=session.DEMO_ROLE_KEY).set_value("team_lead:beta").run()
+    at.sidebar.selectbox(key=session.DEMO_ROLE_KEY).set_value("team-lead:beta").run()
     _ok(at)
     assert _metrics(at)["Cost, last 7 days"] == "$486.40"
-    assert at.query_params["role"] == "team_lead:beta"  # written back to the URL
+    assert at.query_params["role"] == "team-lead:beta"  # written back to the URL
 
 
 def test_headers_mode(env, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,177 +1,231 @@
-"""The query layer on a mini warehouse with known numbers: figures, conservation, scoping."""
+"""The query layer on the dbt-built `fleet` fixture: every figure is the marts' own, conservation,
+scoping, and a published build seen by the next query."""
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
-import sys
-from datetime import date, timedelta
-from pathlib import Path
+from datetime import UTC, date, datetime, timedelta
 
+import duckdb
 import pytest
 
 from dashboards import queries
-from dashboards.identity import AccessDenied, Scope
+from gpufinops.views.names import SYNTHETIC_LINES
+from gpufinops.views.scope import AccessDenied, Scope
 
-
-def _support():
-    spec = importlib.util.spec_from_file_location("dash_support", Path(__file__).parent / "fixtures/dashboards/support.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-support = _support()
-D0, D1 = date(2026, 11, 1), date(2026, 11, 3)
+D0, D1 = date(2026, 11, 1), date(2026, 11, 2)  # the fleet's one day
 ALL = Scope.everything()
-ALPHA = Scope.of_teams(["alpha"])
-SHARED = ("kube-system",)
+
+
+def _mart(fleet, sql, params=None):
+    con = duckdb.connect(str(fleet.warehouse), read_only=True)
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
 
 
 @pytest.fixture(scope="module")
-def wh(tmp_path_factory) -> queries.Warehouse:
-    home = tmp_path_factory.mktemp("wh")
-    path = support.build_warehouse(home)
-    return queries.Warehouse.of(path, support.build_app_db(home))
+def world(fleet, tmp_path_factory):
+    """(warehouse, shared namespaces, the costliest team, another team, their namespaces) with an app DB
+    of its own: one open recommendation per team's namespace and a resolved one."""
+    from gpufinops.appdb import open_app_db
+    from gpufinops.appdb.schema import recommendations
+
+    shared = tuple(fleet.settings.cost.shared_namespaces)
+    teams = [t for t, in _mart(fleet, "select team from fct_showback_daily where not list_contains(?, namespace) "
+                                      "and team <> 'unassigned' group by team order by sum(chargeback_usd) desc",
+                               [[*SYNTHETIC_LINES, *shared]])]
+    team, other = teams[0], teams[1]
+    spaces = {t: _mart(fleet, "select distinct cluster, namespace from fct_showback_daily where team = ? "
+                              "and not list_contains(?, namespace) order by all", [t, list(shared)])
+              for t in (team, other)}
+    url = f"sqlite:///{tmp_path_factory.mktemp('dash') / 'app.db'}"
+    engine = open_app_db(url)
+    at = datetime(2026, 11, 1, 23, tzinfo=UTC)
+    rows = [("rec_t", team, "open", "reclaim_idle_gpu"), ("rec_o", other, "open", "reclaim_idle_gpu"),
+            ("rec_old", team, "resolved", "reclaim_idle_gpu"), ("rec_p", other, "open", "consolidate_nodes")]
+    with engine.begin() as conn:
+        for rid, t, status, kind in rows:
+            cluster, ns = spaces[t][0]
+            conn.execute(recommendations.insert().values(
+                id=rid, kind=kind, cluster=cluster, namespace=None if kind == "consolidate_nodes" else ns,
+                workload="w", tier="batch", current={}, proposed={}, evidence={}, est_monthly_savings_usd=1.0,
+                confidence=0.9, risk="low", created_at=at, updated_at=at, last_seen_at=at, status=status))
+    engine.dispose()
+    return queries.Warehouse.of(fleet.warehouse, url), shared, team, other, spaces
 
 
-def test_chargeback_per_team(wh) -> None:
-    spend = queries.spend_by_team_daily(wh, ALL, D0, D1, SHARED)
-    per_team = spend.groupby("team")["chargeback_usd"].sum()
-    assert set(per_team.index) == {"alpha", "beta"}  # not kube-system's team, not (unallocated)/(overhead)
-    assert per_team["alpha"] == pytest.approx(support.ALPHA_CHARGEBACK)
-    assert per_team["beta"] == pytest.approx(support.BETA_CHARGEBACK)
-    # one day only
-    assert queries.spend_by_team_daily(wh, ALL, D0, date(2026, 11, 2), SHARED)["chargeback_usd"].sum() == pytest.approx(
-        (support.ALPHA_CHARGEBACK + support.BETA_CHARGEBACK) / 2
-    )
+def _chargeback(fleet, team: str, shared) -> float:
+    return _mart(fleet, "select sum(chargeback_usd) from fct_showback_daily where team = ? "
+                        "and not list_contains(?, namespace)", [team, [*SYNTHETIC_LINES, *shared]])[0][0]
 
 
-def test_cost_lines_add_up_to_the_total(wh) -> None:
-    lines = queries.cost_lines_daily(wh, ALL, D0, D1, SHARED)
+def test_chargeback_per_team(world, fleet) -> None:
+    wh, shared, team, other, _ = world
+    per_team = queries.spend_by_team_daily(wh, ALL, D0, D1, shared).groupby("team")["chargeback_usd"].sum()
+    want = {t for t, in _mart(fleet, "select distinct team from fct_showback_daily where not list_contains(?, namespace)",
+                              [[*SYNTHETIC_LINES, *shared]])}
+    assert set(per_team.index) == want  # not the shared namespaces' team, not (unallocated)/(overhead)
+    for t in (team, other):
+        assert per_team[t] == pytest.approx(_chargeback(fleet, t, shared))
+    assert queries.spend_by_team_daily(wh, ALL, D1, D1 + timedelta(days=1), shared).empty  # no data that day
+
+
+def test_cost_lines_add_up_to_the_total(world, fleet) -> None:
+    wh, shared, *_ = world
+    lines = queries.cost_lines_daily(wh, ALL, D0, D1, shared)
     parts = lines[["gpu_usd", "cpu_memory_usd", "shared_usd", "unallocated_usd"]].sum(axis=1)
     assert (parts - lines["total_usd"]).abs().max() < 1e-9
-    assert lines["total_usd"].sum() == pytest.approx(support.NODE_COST + support.OVERHEAD)
-    assert lines["node_cost_usd"].sum() == pytest.approx(support.NODE_COST)
-    assert lines["gpu_usd"].sum() == pytest.approx(48 * (14.4 + 3.6 + 9.0))
-    assert lines["shared_usd"].sum() == pytest.approx(48 * (0.3 + 0.1))
-    # charged to the teams + unrecovered (unallocated) = total
-    assert lines["charged_to_teams_usd"].sum() == pytest.approx(support.ALPHA_CHARGEBACK + support.BETA_CHARGEBACK)
-    assert lines["charged_to_teams_usd"].sum() + lines["unallocated_usd"].sum() == pytest.approx(lines["total_usd"].sum())
+    (total,), = _mart(fleet, "select sum(chargeback_usd) from fct_showback_daily")
+    (node_cost,), = _mart(fleet, "select sum(node_cost_usd) from fct_node_hourly")
+    assert lines["total_usd"].sum() == pytest.approx(total) and total > node_cost  # + the fixed overhead
+    assert lines["node_cost_usd"].sum() == pytest.approx(node_cost)
+    # charged to the teams + the shared namespaces' own lines + unrecovered (unallocated) = total
+    (own_shared,), = _mart(fleet, "select coalesce(sum(chargeback_usd), 0) from fct_showback_daily "
+                                  "where list_contains(?, namespace) or namespace = '(overhead)'", [list(shared)])
+    assert lines["charged_to_teams_usd"].sum() + lines["unallocated_usd"].sum() + own_shared == pytest.approx(total)
 
 
-def test_team_lead_scope_filters_every_team_query(wh) -> None:
-    assert list(queries.teams(wh, ALPHA)["team"]) == ["alpha"]
+def test_team_lead_scope_filters_every_team_query(world) -> None:
+    wh, shared, team, other, _ = world
+    scope = Scope.of_teams([team])
+    assert list(queries.teams(wh, scope)["team"]) == [team]
     for frame in (
-        queries.spend_by_team_daily(wh, ALPHA, D0, D1, SHARED),
-        queries.team_totals(wh, ALPHA, D0, D1),
-        queries.team_daily(wh, ALPHA, D0, D1),
-        queries.idle_workloads(wh, ALPHA, D0, D1),
-        queries.team_namespaces(wh, ALPHA),
+        queries.spend_by_team_daily(wh, scope, D0, D1, shared),
+        queries.team_totals(wh, scope, D0, D1),
+        queries.team_daily(wh, scope, D0, D1),
+        queries.idle_workloads(wh, scope, D0, D1),
+        queries.team_namespaces(wh, scope),
     ):
-        assert not frame.empty and set(frame["team"]) == {"alpha"}
+        assert not frame.empty and set(frame["team"]) == {team}
     # a narrowed scope cannot reach another team
-    assert queries.team_totals(wh, ALPHA.narrow(["beta"]), D0, D1).empty
+    assert queries.team_totals(wh, scope.narrow([other]), D0, D1).empty
 
 
 @pytest.mark.parametrize("name", ["cost_lines_daily", "capacity_hourly", "node_allocation", "stranded_gpus",
                                   "pending_gpu_pods", "bill_reconciliation"])
-def test_fleet_queries_refuse_team_scope(wh, name) -> None:
-    args = {"cost_lines_daily": (D0, D1, SHARED), "capacity_hourly": (D0, D1),
+def test_fleet_queries_refuse_team_scope(world, name) -> None:
+    wh, shared, team, *_ = world
+    args = {"cost_lines_daily": (D0, D1, shared), "capacity_hourly": (D0, D1),
             "bill_reconciliation": (D0, D1), "pending_gpu_pods": (D0, D1)}.get(name, ())
     with pytest.raises(AccessDenied):
-        getattr(queries, name)(wh, ALPHA, *args)
+        getattr(queries, name)(wh, Scope.of_teams([team]), *args)
 
 
-def test_team_totals_idle_pct_over_measured_hours(wh) -> None:
-    row = queries.team_totals(wh, ALPHA, D0, D1).iloc[0]
-    assert row["gpu_hours"] == pytest.approx(48 * 5)
-    assert row["idle_pct"] == pytest.approx(1 - (4 * 0.25 + 1 * 0.10) / 5)
-    assert row["chargeback_usd"] == pytest.approx(support.ALPHA_CHARGEBACK)
+def test_team_totals_idle_pct_over_measured_hours(world, fleet) -> None:
+    wh, shared, team, *_ = world
+    row = queries.team_totals(wh, Scope.of_teams([team]), D0, D1).iloc[0]
+    (gpu_h, idle_h, measured_h), = _mart(fleet, "select sum(gpu_hours), sum(idle_gpu_hours), sum(measured_gpu_hours) "
+                                                "from fct_workload_daily where team = ?", [team])
+    assert row["gpu_hours"] == pytest.approx(gpu_h)
+    assert row["idle_pct"] == pytest.approx(idle_h / measured_h)
+    assert row["chargeback_usd"] == pytest.approx(_chargeback(fleet, team, ()))
 
 
-def test_idle_workloads_rank_and_sparkline(wh) -> None:
-    idle = queries.idle_workloads(wh, ALL, D0, D1, limit=2)
-    assert list(idle["workload"]) == ["train-a", "notebook-a"]  # by idle cost: 518.40, 155.52 (serve-b 43.20)
-    assert idle.iloc[0]["idle_cost_usd"] == pytest.approx(48 * 14.4 * 0.75)
+def test_idle_workloads_rank_and_sparkline(world, fleet) -> None:
+    wh, *_ = world
+    idle = queries.idle_workloads(wh, ALL, D0, D1, limit=3)
+    want = _mart(fleet, "select workload, sum(idle_cost_usd) from fct_workload_daily where gpu_hours > 0 "
+                        "group by cluster, namespace, team, workload_kind, workload order by 2 desc, 1 limit 3")
+    assert list(zip(idle["workload"], idle["idle_cost_usd"], strict=True)) == [
+        (w, pytest.approx(c)) for w, c in want]
     spark = list(idle.iloc[0]["utilisation_pct"])
-    assert len(spark) == 48 and set(spark) == {25.0}
+    assert 0 < len(spark) <= 24 and all(0 <= v <= 100 for v in spark)  # one point per hour of the day
 
 
-def test_idle_workloads_long_window_has_a_point_per_day(wh) -> None:
+def test_idle_workloads_long_window_has_a_point_per_day(world) -> None:
+    wh, *_ = world
     week = queries.idle_workloads(wh, ALL, D0, D0 + timedelta(days=queries.SPARKLINE_DAILY_FROM_DAYS), limit=3)
     short = queries.idle_workloads(wh, ALL, D0, D1, limit=3)
-    # same totals (the data has two days) from the daily mart; the sparkline is per day now
+    # same totals (the data has one day) from the daily mart; the sparkline is per day now
     cols = ["workload", "gpu_hours", "idle_cost_usd", "cost_usd", "idle_pct"]
     assert week[cols].to_dict("records") == short[cols].to_dict("records")
-    assert dict(zip(week["workload"], week["utilisation_pct"].map(list), strict=True)) == {
-        "train-a": [25.0, 25.0], "notebook-a": [10.0, 10.0], "serve-b": [90.0, 90.0]}
+    assert all(len(list(s)) == 1 for s in week["utilisation_pct"])
 
 
-def test_capacity_and_heatmap_inputs(wh) -> None:
+def test_capacity_and_heatmap_inputs(world, fleet) -> None:
+    wh, *_ = world
     cap = queries.capacity_hourly(wh, ALL, D0, D1)
-    assert len(cap) == 48
-    assert cap["gpu_utilized"].iloc[0] == pytest.approx(4 * 0.25 + 0.1 + 2 * 0.9)
-    assert cap["binpack_efficiency"].iloc[0] == pytest.approx(0.5)
+    want = dict(((str(c), h.replace(tzinfo=None) if h.tzinfo is None else h), u) for c, h, u in _mart(
+        fleet, "select cluster, hour::timestamp, sum(utilized_gpu_hours) from fct_node_hourly group by all"))
+    assert len(cap) == len(want) == 48  # 2 clusters x 24 hours
+    for r in cap.itertuples():
+        assert r.gpu_utilized == pytest.approx(want[(r.cluster, r.hour.to_pydatetime())])
     nodes = queries.node_allocation(wh, ALL)
-    assert dict(zip(nodes["node"], nodes["gpu_allocated"], strict=True)) == {"n1": 5.0, "n2": 2.0}
+    latest = dict(_mart(fleet, "select node, allocated_gpu_hours from fct_node_hourly where gpu_capacity > 0 "
+                               "and hour = (select max(hour) from fct_node_hourly)"))
+    assert dict(zip(nodes["node"], nodes["gpu_allocated"], strict=True)) == pytest.approx(latest)
 
 
-def test_pending_gpu_pods(wh) -> None:
+def test_pending_gpu_pods(world, fleet) -> None:
+    wh, *_ = world
     pending = queries.pending_gpu_pods(wh, ALL, D0, D1)
-    assert len(pending) == 48 and set(pending["pending_gpu_pods"]) == {3}
+    (want,), = _mart(fleet, "select sum(pending_gpu_pods) from fct_cluster_capacity_hourly")
+    assert len(pending) == 48 and pending["pending_gpu_pods"].sum() == want
 
 
-def test_bill_reconciliation_rows(wh) -> None:
+def test_bill_reconciliation_rows(world, fleet) -> None:
+    wh, *_ = world
     bill = queries.bill_reconciliation(wh, ALL, D0, D1)
-    assert bill["status"].value_counts().to_dict() == {"matched": 3, "mismatch": 1, "unmatched_bill_line": 1}
+    want = dict(_mart(fleet, "select status, count(*) from fct_bill_reconciliation_daily group by 1"))
+    assert want and bill["status"].value_counts().to_dict() == want
 
 
-def test_teams_list_leaves_out_the_synthetic_lines(wh) -> None:
-    assert list(queries.teams(wh, ALL)["team"]) == ["platform", "beta", "alpha"]  # by tenant, then team
-    assert "(unallocated)" not in set(queries.team_namespaces(wh, ALL)["namespace"])
+def test_teams_list_leaves_out_the_synthetic_lines(world) -> None:
+    wh, *_ = world
+    assert not set(queries.team_namespaces(wh, ALL)["namespace"]) & set(SYNTHETIC_LINES)
+    assert len(queries.teams(wh, ALL)) > 2
 
 
-def test_recommendations_scoped_by_namespace(wh) -> None:
+def test_recommendations_scoped_by_namespace(world) -> None:
+    wh, _, team, other, _ = world
     # rec_old is resolved: kept by the recommender for history, not shown
-    assert set(queries.recommendations(wh, ALL)["id"]) == {"rec_a1", "rec_a2", "rec_b1", "rec_p1"}
-    assert set(queries.recommendations(wh, ALPHA)["id"]) == {"rec_a1", "rec_a2"}
-    assert list(queries.recommendations(wh, ALL, kinds=("consolidate_nodes",))["id"]) == ["rec_p1"]
-    assert queries.recommendations(wh, ALPHA.narrow(["beta"])).empty
+    assert set(queries.recommendations(wh, ALL)["id"]) == {"rec_t", "rec_o", "rec_p"}
+    assert set(queries.recommendations(wh, Scope.of_teams([team]))["id"]) == {"rec_t"}
+    assert list(queries.recommendations(wh, ALL, kinds=("consolidate_nodes",))["id"]) == ["rec_p"]
+    assert queries.recommendations(wh, Scope.of_teams([team]).narrow([other])).empty
 
 
-def test_recommendations_absent_table_is_none(tmp_path) -> None:
-    path = support.build_warehouse(tmp_path)
-    wh = queries.Warehouse.of(path, f"sqlite:///{tmp_path / 'empty.db'}")
+def test_recommendations_absent_table_is_none(fleet, tmp_path) -> None:
+    wh = queries.Warehouse.of(fleet.warehouse, f"sqlite:///{tmp_path / 'empty.db'}")
     assert queries.recommendations(wh, ALL) is None
 
 
-def test_raw_queries_run_on_any_cursor(wh) -> None:
-    import duckdb
-
+def test_raw_queries_run_on_any_cursor(world, fleet) -> None:
+    wh, _, team, *_ = world
     con = duckdb.connect(wh.path, read_only=True)
     try:
-        df = queries.RAW["team_totals"](con.cursor(), ALPHA, D0, D1)
+        df = queries.RAW["team_totals"](con.cursor(), Scope.of_teams([team]), D0, D1)
     finally:
         con.close()
-    assert df.iloc[0]["chargeback_usd"] == pytest.approx(support.ALPHA_CHARGEBACK)
+    assert df.iloc[0]["chargeback_usd"] == pytest.approx(_chargeback(fleet, team, ()))
 
 
-def _write_from_another_process(path: Path) -> subprocess.CompletedProcess:
-    code = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); c.execute(\"insert into dim_team values ('gamma', 'x')\"); c.close()"
-    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+def test_a_published_build_is_seen_by_the_next_query(fleet_copy) -> None:
+    """The reader and the query cache follow the published version: a build that publishes while the
+    dashboards run is read by the next query, never answered from the old build's cache."""
+    import shutil
 
+    import duckdb
 
-def test_idle_connection_is_closed_so_a_build_can_write(tmp_path) -> None:
-    path = support.build_warehouse(tmp_path)
+    from gpufinops.warehouse import live_file, versions_dir
+    from transform.publish import publish
+
+    path = fleet_copy.warehouse
     wh = queries.Warehouse.of(path)
     with queries.cursor(wh) as cur:
-        assert cur.execute("select count(*) from dim_team").fetchone()[0] == 3
-    handle = queries._handle(wh.path)
-    assert handle.is_open
-    blocked = _write_from_another_process(path)  # the read lock keeps a writer (gpufinops build) out ...
-    assert blocked.returncode != 0 and "lock" in blocked.stderr
-    assert handle.close_if_idle(idle_s=0) and not handle.is_open
-    assert _write_from_another_process(path).returncode == 0  # ... until the idle connection is closed
-    with queries.cursor(wh) as cur:  # the rewritten file (new mtime) gets a fresh handle that sees the row
-        assert cur.execute("select count(*) from dim_team").fetchone()[0] == 4
+        n_teams = cur.execute("select count(*) from dim_team").fetchone()[0]
+    before = set(queries.teams(wh, ALL)["team"])
+    renamed = sorted(before)[0]
+    new = versions_dir(path) / "20990101T000000000000Z.duckdb"
+    shutil.copyfile(live_file(path), new)
+    con = duckdb.connect(str(new))
+    con.execute("update fct_showback_daily set team = 'gamma' where team = ?", [renamed])
+    con.execute("insert into dim_team select * replace ('gamma' as team) from dim_team limit 1")
+    con.close()
+    publish(path, new)  # while this process holds the old file open
+    with queries.cursor(wh) as cur:
+        assert cur.execute("select count(*) from dim_team").fetchone()[0] == n_teams + 1
+    after = set(queries.teams(wh, ALL)["team"])
+    assert "gamma" not in before
+    assert "gamma" in after and renamed not in after

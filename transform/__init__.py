@@ -3,11 +3,12 @@
 The ground kernel never imports this package; the CLI and the other parts call it.
 """
 
-from transform.runner import BuildFailed, BuildResult, NodeResult, dbt_vars, run_build, seed_digest
+from transform.runner import BuildFailed, BuildLocked, BuildResult, NodeResult, dbt_vars, run_build, seed_digest
 from transform.summary import ShowbackSummary, showback_summary
 
 __all__ = [
     "BuildFailed",
+    "BuildLocked",
     "BuildResult",
     "NodeResult",
     "ShowbackSummary",

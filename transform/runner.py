@@ -11,14 +11,17 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gpufinops.errors import ConfigError, TerminalError
 from gpufinops.project import PROJECT_DIR
 from gpufinops.settings import Settings
+from gpufinops.warehouse import published_version, write_build_record
+from transform.publish import BuildLocked, build_lock, discard, new_version, prepare, publish
 
-__all__ = ["BuildFailed", "BuildResult", "NodeResult", "PROJECT_DIR", "dbt_vars", "run_build", "seed_digest"]
+__all__ = ["BuildFailed", "BuildLocked", "BuildResult", "NodeResult", "PROJECT_DIR", "dbt_vars", "run_build", "seed_digest"]
 
 _FAILED = {"error", "fail", "runtime error"}
 _TEST_TYPES = {"test", "unit_test"}
@@ -52,6 +55,8 @@ class BuildResult:
     full_refresh: bool
     nodes: list[NodeResult] = field(default_factory=list)
     note: str | None = None  # why an incremental build ran as a full one (seed files changed)
+    version: str | None = None  # the published build version
+    copy_seconds: float = 0.0  # copying the live version before an incremental build
 
     @property
     def failed(self) -> list[NodeResult]:
@@ -145,16 +150,25 @@ def seed_digest(project_dir: Path = PROJECT_DIR) -> str:
     return h.hexdigest()
 
 
-def _seed_state(work: Path, warehouse: Path) -> str | None:
-    """The seed digest recorded by the last successful build of `warehouse` (None: unknown)."""
+def _seed_state(work: Path, link: Path) -> str | None:
+    """The seed digest recorded by the last successful build of the live warehouse (None: unknown)."""
     try:
         state = json.loads((work / _SEED_STATE).read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(state, dict) or state.get("warehouse") != str(warehouse) or not warehouse.is_file():
+    if not isinstance(state, dict) or not link.is_file():
         return None
+    if "version" in state:
+        if state["version"] != published_version(link):
+            return None
+    elif state.get("warehouse") != str(link) or link.is_symlink():
+        return None  # the record of a plain warehouse file from before atomic publish
     digest = state.get("digest")
     return digest if isinstance(digest, str) else None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def run_build(
@@ -165,41 +179,87 @@ def run_build(
     extra_vars: dict[str, Any] | None = None,
     unit_tests: bool = False,
 ) -> BuildResult:
-    """``dbt build`` (seeds, models, data tests; incremental unless ``full_refresh``) into the warehouse.
+    """``dbt build`` (seeds, models, data tests; incremental unless ``full_refresh``) into a new version
+    of the warehouse, published atomically when it succeeds (``transform.publish``).
 
     ``dbt build`` loads the seeds itself, in DAG order, so no separate ``dbt seed`` parse is paid.
     dbt unit tests (the formula pins) run only with ``unit_tests=True`` (CI, the test suite): they
     check the SQL, not the data.
 
+    The build holds ``warehouse.lock``: a second build started meanwhile raises
+    :class:`~transform.publish.BuildLocked` naming the first. An incremental build copies the live
+    version and builds on the copy (``result.copy_seconds``); a full build starts from an empty file.
+    Readers keep the live version until the rename; a failed or killed build leaves it as it was.
+    Every attempt is recorded in ``warehouse.build.json`` (``gpufinops.warehouse.last_build``).
+
     An incremental build skips the seeds when their files (and dbt_project.yml) are unchanged since
-    the last successful build of this warehouse (digest in ``<home>/dbt/seeds.json``); when they
-    changed, or the digest is unknown, it runs as a full build instead (``result.full_refresh`` and
-    ``result.note`` say so). An incremental build also writes no JSON artifacts (manifest,
-    run_results) to ``<home>/dbt/target``; a full build does. Raises :class:`BuildFailed` listing every failed model and test
-    (with dq_on_failure=quarantine, failing data tests are reported in the result but do not raise;
-    model errors always do).
+    the last successful build of the live warehouse (digest in ``<home>/dbt/seeds.json``, which only a
+    successful build rewrites); when they changed, or the digest is unknown, it runs as a full build
+    instead (``result.full_refresh`` and ``result.note`` say so). An incremental build also writes no
+    JSON artifacts (manifest, run_results) to ``<home>/dbt/target``; a full build does. Raises
+    :class:`BuildFailed` listing every failed model and test (with dq_on_failure=quarantine, failing
+    data tests are reported in the result but do not raise; model errors always do).
     """
     lake = Path(settings.lake_dir)
     if not lake.is_dir():
         raise ConfigError(f"lake {lake} does not exist: ingest data (or run `gpufinops demo`) first")
-    warehouse = Path(settings.warehouse_path).resolve()
-    warehouse.parent.mkdir(parents=True, exist_ok=True)
+    link = Path(os.path.abspath(settings.warehouse_path))
+    link.parent.mkdir(parents=True, exist_ok=True)
     work = Path(settings.home).resolve() / "dbt"
+    work.mkdir(parents=True, exist_ok=True)
+    with build_lock(link) as me:
+        version = new_version()
+        record: dict[str, Any] = {**me, "status": "running", "version": version,
+                                  "served_version": published_version(link)}
+        write_build_record(link, record)
+        try:
+            result = _build(settings, link, work, version, full_refresh=full_refresh, select=select,
+                            extra_vars=extra_vars, unit_tests=unit_tests)
+        except BaseException as exc:
+            failed = exc.result.failed if isinstance(exc, BuildFailed) else []
+            record.update(status="failed", finished_at=_now(), served_version=published_version(link),
+                          failed=[f"{n.resource_type} {n.name}: {n.status}" for n in failed],
+                          error=(None if failed else _short(str(exc) or type(exc).__name__, 300)))
+            write_build_record(link, record)
+            raise
+        record.update(status="success", finished_at=_now(), served_version=version,
+                      full_refresh=result.full_refresh, seconds=round(result.seconds, 3),
+                      copy_seconds=round(result.copy_seconds, 3))
+        write_build_record(link, record)
+        return result
+
+
+def _build(settings: Settings, link: Path, work: Path, version: str, *, full_refresh: bool,
+           select: Sequence[str] | None, extra_vars: dict[str, Any] | None, unit_tests: bool) -> BuildResult:
     variables = dbt_vars(settings) | (extra_vars or {})
     digest = seed_digest()
     note = None
     skip_seeds = False
     if not full_refresh and not select:
-        recorded = _seed_state(work, warehouse)
+        recorded = _seed_state(work, link)
         if recorded == digest:
             skip_seeds = True
-        elif warehouse.is_file():
+        elif link.is_file():
             full_refresh = True
             note = ("seed files changed since the last build: full rebuild" if recorded
                     else "no record of the seeds this warehouse was built with: full rebuild")
-            _log.warning("%s (%s)", note, warehouse)
-    with contextlib.suppress(FileNotFoundError):
-        (work / _SEED_STATE).unlink()  # rewritten after a successful build
+            _log.warning("%s (%s)", note, link)
+    target, copy_seconds = prepare(link, version, copy=not full_refresh)
+    try:
+        result = _dbt(settings, work, target, variables, full_refresh=full_refresh, select=select,
+                      skip_seeds=skip_seeds, unit_tests=unit_tests)
+    except BaseException:
+        discard(target)
+        raise
+    publish(link, target)
+    if not select:
+        (work / _SEED_STATE).write_text(json.dumps({"version": version, "digest": digest}))
+    result.warehouse, result.note, result.version, result.copy_seconds = link, note, version, copy_seconds
+    return result
+
+
+def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
+         select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool) -> BuildResult:
     common = [
         "--project-dir", str(PROJECT_DIR),
         "--profiles-dir", str(PROJECT_DIR),
@@ -229,18 +289,17 @@ def run_build(
             nodes += tested
             if exc is not None:
                 raise BuildFailed(f"dbt unit tests could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))
-    result = BuildResult(ok, warehouse, time.monotonic() - started, full_refresh, nodes, note)
+    result = BuildResult(ok, warehouse, time.monotonic() - started, full_refresh, nodes)
     failed = result.failed
     hard = [n for n in failed if n.resource_type not in _TEST_TYPES or settings.dq_on_failure == "fail"]
     if hard or (not ok and not failed):
         lines = [f"  {n.resource_type} {n.name}: {n.status}{' (' + str(n.failures) + ' rows)' if n.failures else ''}"
                  f"{' - ' + _short(n.message) if n.message else ''}" for n in failed]
         raise BuildFailed(
-            f"warehouse build failed ({len(failed)} failed of {len(nodes)}):\n" + "\n".join(lines or ["  (see dbt logs in " + str(work / 'logs') + ")"]),
+            f"warehouse build failed ({len(failed)} failed of {len(nodes)}); the live warehouse is unchanged:\n"
+            + "\n".join(lines or ["  (see dbt logs in " + str(work / 'logs') + ")"]),
             result,
         )
-    if not select:
-        (work / _SEED_STATE).write_text(json.dumps({"warehouse": str(warehouse), "digest": digest}))
     return result
 
 

@@ -20,6 +20,7 @@ router = APIRouter(tags=["operations"])
 @router.get("/healthz", summary="Liveness/readiness: the app DB and the warehouse can be read")
 def healthz(ctx: CtxDep) -> JSONResponse:
     checks: dict[str, Any] = {}
+    checks_version = None
     try:
         with ctx.engine.connect() as conn:
             conn.execute(text("select 1")).scalar_one()
@@ -29,10 +30,14 @@ def healthz(ctx: CtxDep) -> JSONResponse:
     try:
         ctx.warehouse.readable()
         checks["warehouse"] = "ok"
+        checks_version = ctx.warehouse.version()
     except Exception as exc:  # noqa: BLE001
         checks["warehouse"] = f"error: {type(exc).__name__}: {exc}"
     ok = all(v == "ok" for v in checks.values())
-    return JSONResponse({"status": "ok" if ok else "degraded", **checks}, status_code=200 if ok else 503)
+    body = {"status": "ok" if ok else "degraded", **checks}
+    if ok:
+        body["warehouse_version"] = checks_version  # the published build the API serves
+    return JSONResponse(body, status_code=200 if ok else 503)
 
 
 @router.get("/metrics", summary="Request counts and latency histograms (Prometheus text format)",

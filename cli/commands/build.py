@@ -31,8 +31,8 @@ def build(
     with console.status("dbt build (seeds, models, tests) ..."):
         result = run_build(settings, full_refresh=full, select=select, unit_tests=unit_tests)
     console.print(
-        f"built {result.warehouse} in {result.seconds:.1f}s "
-        f"({'full refresh' if result.full_refresh else 'incremental'}): "
+        f"built and published version {result.version} of {result.warehouse} in {result.seconds:.1f}s "
+        f"({'full refresh' if result.full_refresh else f'incremental, copy {result.copy_seconds:.2f}s'}): "
         f"{result.count('model')} models, {result.count('test')} data tests, "
         f"{result.count('unit_test')} unit tests, {len(result.failed)} failed"
     )

@@ -26,12 +26,14 @@ def register(app: typer.Typer) -> None:
             "--window-days", envvar="GPUFINOPS_RECOMMEND_WINDOW_DAYS", help="History to analyse [default: 7].")] = None,
     ) -> None:
         """Write recommendations (stable ids: a re-run updates, never duplicates)."""
+        from gpufinops.warehouse import require_good_build
         from recommender.engine import config_from_settings, run
 
         settings = settings_of(ctx)
         if window_days is not None and not (math.isfinite(window_days) and 0 < window_days <= 3660):
             src = origin_of(ctx, "window_days", "GPUFINOPS_RECOMMEND_WINDOW_DAYS", "--window-days")
             raise ConfigError(f"{src} {window_days!r}: give a number of days > 0 and at most 3660 (e.g. 7)")
+        require_good_build(settings.warehouse_path)  # no findings from a warehouse that lags the lake
         config = config_from_settings(settings)
         if window_days is not None:
             config.loader.window_days = window_days

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from cli.context import console, err_console, handle_errors, settings_of
-from gpufinops.warehouse import connect
+from gpufinops.warehouse import connect, require_good_build
 
 __all__ = ["register"]
 
@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
         as_of: Annotated[str | None, typer.Option("--as-of", help="Last day of the period, YYYY-MM-DD [default: last day with data].")] = None,
     ) -> None:
         """Write an HTML report with charts and CSVs for one audience; optionally send it."""
-        from dashboards.config import load_dashboard_settings
         from gpufinops.errors import InputError
+        from gpufinops.views.budgets import load_budget_settings
         from reports.build import build_report
         from reports.config import load_report_settings
         from reports.delivery import channels_for
@@ -42,9 +42,10 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"--as-of {as_of!r}: use YYYY-MM-DD") from None
         settings = settings_of(ctx)
         rs = load_report_settings(settings)
+        require_good_build(settings.warehouse_path)  # no figures from a warehouse that lags the lake
         con = connect(settings.warehouse_path)
         try:
-            rep = build_report(con, settings, load_dashboard_settings(settings), period, audience,  # type: ignore[arg-type]
+            rep = build_report(con, settings, load_budget_settings(settings), period, audience,  # type: ignore[arg-type]
                                as_of=day, dashboard_url=rs.dashboard_url)
         finally:
             con.close()

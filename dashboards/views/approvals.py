@@ -21,7 +21,7 @@ from gpufinops.errors import GpufinopsError, NotFound
 ctx = current()
 st.title("Approvals")
 if not ctx.may_open("approvals"):
-    st.error("The approvals queue needs a team-lead, platform or admin role.")
+    st.error("The approvals queue needs the team-lead or platform-admin role.")
     st.stop()
 actor = cc.actor_of(ctx.identity)
 try:

@@ -7,15 +7,14 @@ from datetime import timedelta
 import streamlit as st
 
 from dashboards import charts, queries
-from dashboards.budgets import load_budgets
-from dashboards.metrics import budget_status, month_forecast
 from dashboards.session import current
 from dashboards.widgets import money, pct, table, window
+from gpufinops.views.budgets import budget_status, load_budgets, month_forecast
 
 ctx = current()
 st.title("Finance")
 if not ctx.may_open("finance"):
-    st.error("The finance view needs the finance or admin role.")
+    st.error("The finance view needs the finance or platform-admin role.")
     st.stop()
 scope, wh = ctx.scope, ctx.warehouse
 

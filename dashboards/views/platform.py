@@ -12,7 +12,7 @@ from dashboards.widgets import pct, table, window
 ctx = current()
 st.title("Platform")
 if not ctx.may_open("platform"):
-    st.error("The platform view needs the platform or admin role.")
+    st.error("The platform view needs the platform-admin role.")
     st.stop()
 scope, wh = ctx.scope, ctx.warehouse
 

@@ -13,7 +13,7 @@ from dashboards.widgets import change_actions, money, pct, table, window
 ctx = current()
 st.title("Team")
 if not ctx.may_open("team"):
-    st.error("The team view needs a team-lead, finance, platform or admin role.")
+    st.error("The team view needs the team-lead, finance or platform-admin role.")
     st.stop()
 scope, wh = ctx.scope, ctx.warehouse
 

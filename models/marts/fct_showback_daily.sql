@@ -213,7 +213,7 @@ final as (
         utilized_gpu_hours,
         idle_gpu_hours,
         measured_gpu_hours,
-        case when measured_gpu_hours > 0 then idle_gpu_hours / measured_gpu_hours end as idle_allocated_pct,
+        {{ idle_pct('idle_gpu_hours', 'measured_gpu_hours') }} as idle_allocated_pct,
         direct_cost_usd,
         idle_cost_usd,
         shared_cost_usd,

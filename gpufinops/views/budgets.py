@@ -1,15 +1,63 @@
-"""Pure calculations the pages and the reports share: month-end forecast and budget status."""
+"""Team budgets for the finance and team views and reports: the budgets file, its settings, and the
+month-end forecast and budget status over the marts' daily spend."""
 
 from __future__ import annotations
 
 import calendar
+import csv
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
+from pathlib import Path
 
 import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["Forecast", "month_forecast", "budget_status", "RUN_RATE_DAYS"]
+from gpufinops.errors import ConfigError, InputError
+from gpufinops.settings import Settings, config_section
+
+__all__ = ["Forecast", "month_forecast", "budget_status", "RUN_RATE_DAYS", "BudgetSettings",
+           "load_budget_settings", "load_budgets", "DEFAULT_BUDGETS"]
+
+DEFAULT_BUDGETS = Path(__file__).resolve().parent / "team_budgets.csv"
+
+
+class BudgetSettings(BaseModel):
+    """The budget keys of the ``dashboards:`` config section (the dashboards and the reports read them)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    budgets_file: Path = DEFAULT_BUDGETS
+    # fractions of a monthly budget (actual or forecast) at which a team gets an alert
+    budget_alert_thresholds: list[float] = Field(default_factory=lambda: [0.8, 1.0])
+
+
+def load_budget_settings(settings: Settings) -> BudgetSettings:
+    try:
+        return BudgetSettings(**config_section(settings, "dashboards"))
+    except ValidationError as exc:
+        raise ConfigError(f"invalid `dashboards` settings: {exc}") from exc
+
+
+def load_budgets(path: Path) -> dict[str, float]:
+    """Team -> monthly budget in USD. A missing file means no budgets; a bad row is an error."""
+    if not path.exists():
+        return {}
+    budgets: dict[str, float] = {}
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        if not reader.fieldnames or not {"team", "monthly_budget_usd"} <= set(reader.fieldnames):
+            raise InputError(f"{path}: needs the columns team,monthly_budget_usd")
+        for lineno, row in enumerate(reader, start=2):
+            team = (row["team"] or "").strip()
+            try:
+                amount = float(row["monthly_budget_usd"])
+            except (TypeError, ValueError):
+                raise InputError(f"{path} row {lineno}: monthly_budget_usd {row['monthly_budget_usd']!r} is not a number") from None
+            if not team or amount < 0:
+                raise InputError(f"{path} row {lineno}: needs a team and a budget >= 0")
+            budgets[team] = amount
+    return budgets
 
 # the run rate is the mean daily spend of the last week of data (fewer days early in a month)
 RUN_RATE_DAYS = 7

@@ -1,0 +1,156 @@
+"""Atomic publish of a warehouse build (layout in ``gpufinops.warehouse``).
+
+A build takes the build lock, writes a new version file beside the live one (a copy of it for an
+incremental build), and, once dbt succeeded, renames a new symlink over ``warehouse.duckdb``. Until
+that rename the live warehouse is untouched, so a build that fails or is killed (SIGKILL) at any point
+leaves it as it was; the next build sweeps what the dead one left in ``warehouse.d``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gpufinops.errors import Conflict
+from gpufinops.warehouse import live_file, lock_path, versions_dir
+
+__all__ = ["BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard"]
+
+
+class BuildLocked(Conflict):
+    """Another build holds the build lock; the message names it (pid, host, start time)."""
+
+
+@contextlib.contextmanager
+def build_lock(link: Path) -> Iterator[dict[str, object]]:
+    """Hold ``warehouse.lock`` (flock: released by the kernel even when the build is killed) with this
+    build's pid, host and start time in it; a second build refuses, naming the first."""
+    path = lock_path(link)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder = json.loads(os.pread(fd, 4096, 0) or b"{}")
+        except ValueError:
+            holder = {}
+        os.close(fd)
+        raise BuildLocked(
+            f"another build is running: pid {holder.get('pid', '?')} on host {holder.get('host', '?')}, "
+            f"started {holder.get('started_at', '?')} (lock {path}); wait for it to finish, or stop it"
+        ) from None
+    me: dict[str, object] = {"pid": os.getpid(), "host": socket.gethostname(),
+                             "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+        yield me
+    finally:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def new_version() -> str:
+    """A version name that sorts by build start time (microseconds: unique under the lock)."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """Copy a file in the kernel (copy_file_range: a reflink or a server-side copy where the file
+    system offers one), else through user space."""
+    with open(src, "rb") as fin, open(dst, "wb") as fout:
+        size = os.fstat(fin.fileno()).st_size
+        try:
+            done = 0
+            while done < size:
+                n = os.copy_file_range(fin.fileno(), fout.fileno(), size - done)
+                if n == 0:
+                    break
+                done += n
+            if done == size:
+                return
+        except OSError:
+            pass
+        fin.seek(0)
+        fout.seek(0)
+        fout.truncate()
+        shutil.copyfileobj(fin, fout, 8 << 20)
+
+
+def _sweep(link: Path, keep: Path | None) -> None:
+    """Unlink every version file but ``keep`` (a reader holding one keeps reading it until it closes)."""
+    folder = versions_dir(link)
+    if not folder.is_dir():
+        return
+    for f in folder.iterdir():
+        if keep is not None and f.name in (keep.name, keep.name + ".wal"):
+            continue
+        if f.name.endswith((".duckdb", ".duckdb.wal", ".duckdb.tmp")):
+            with contextlib.suppress(FileNotFoundError):
+                f.unlink()
+
+
+def prepare(link: Path, version: str, *, copy: bool) -> tuple[Path, float]:
+    """The new version file (a copy of the live one when ``copy``), after sweeping what killed builds
+    left; (path, seconds the copy took)."""
+    folder = versions_dir(link)
+    folder.mkdir(parents=True, exist_ok=True)
+    live = live_file(link) if link.exists() else None
+    _sweep(link, live if live is not None and live.parent == folder else None)
+    new = folder / f"{version}.duckdb"
+    took = 0.0
+    if copy and live is not None and live.is_file():
+        started = time.monotonic()
+        tmp = new.with_name(new.name + ".tmp")
+        _copy(live, tmp)
+        wal = live.with_name(live.name + ".wal")
+        if wal.is_file():  # a plain file from before atomic publish may have one
+            _copy(wal, tmp.with_name(new.name + ".wal"))
+        os.replace(tmp, new)
+        took = time.monotonic() - started
+    return new, took
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def publish(link: Path, new: Path) -> None:
+    """Make ``new`` the live warehouse: a symlink renamed over ``link`` (atomic), then sweep the rest."""
+    wal = new.with_name(new.name + ".wal")
+    if wal.exists():  # dbt-duckdb closes (and so checkpoints) its database; make sure of it
+        import duckdb
+
+        duckdb.connect(str(new)).close()
+    _fsync(new)
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    os.symlink(os.path.relpath(new, link.parent), tmp)
+    os.replace(tmp, link)
+    _fsync(link.parent)
+    with contextlib.suppress(FileNotFoundError):
+        link.with_name(link.name + ".wal").unlink()  # a plain file's WAL from before atomic publish
+    _sweep(link, new)
+
+
+def discard(new: Path) -> None:
+    """Remove a failed build's version file (and its WAL); the live warehouse is untouched."""
+    for f in (new, new.with_name(new.name + ".wal"), new.with_name(new.name + ".tmp")):
+        with contextlib.suppress(FileNotFoundError):
+            f.unlink()
