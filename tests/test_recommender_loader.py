@@ -205,10 +205,7 @@ def test_warehouse_histogram_spec_is_the_strategy_spec() -> None:
     assert (v["vpa_cpu_first_bucket"], v["vpa_memory_first_bucket"]) == (CPU_SPEC.first_bucket, MEMORY_SPEC.first_bucket)
 
 
-# Paths allowed to read the Parquet lake: ingest/ writes and checks it; macros/landing.sql is the dbt
-# landing layer; tests/ check what was written and compare against raw samples; bench/ compares
-# PromQL with the warehouse on the raw data; controller/demo_cluster.py serves the demo lake's latest
-# Kubernetes snapshot as a fake Kubernetes API (it stands in for the kube-apiserver, computes no number).
+# Paths allowed to read the Parquet lake (nothing else may):
 # ingest/ writes and checks the lake; macros/landing.sql is the landing layer; tests/ and bench/ compare
 # against raw samples; testsupport/ (not shipped) serves the demo lake as a fake Kubernetes API.
 _LAKE_READERS_ALLOWED = ("ingest/", "macros/landing.sql", "tests/", "bench/", "testsupport/")

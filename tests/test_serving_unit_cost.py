@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from cli.main import app
 from ingest.prometheus.api_ingest import ingest_range
 from ingest.prometheus.client import PromClient
-from ingest.prometheus.localserver import Family, LocalPrometheus, backfill, write_openmetrics_blocks
+from testsupport.prometheus_server import Family, LocalPrometheus, backfill, write_openmetrics_blocks
 from ingest.prometheus.queries import ServingRequests, ServingSettings
 
 STEP = 60
