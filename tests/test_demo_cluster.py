@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import typer
 import yaml
-from test_recommender_loader import build_world
 from typer.testing import CliRunner
+from world_lake import build_world
 
 from controller.crds import NOTEBOOK_STOPPED
 from controller.kube import KubeClient
