@@ -224,6 +224,7 @@
                 sum(n) over (partition by {{ k }}) as tot_n
          from (select {{ k }}, {{ bucket }}, sum({{ n }}) as n from {{ relation }} group by {{ k }}, {{ bucket }}) as merged) as c
    group by {{ k }})
+{%- endmacro %}
 
 
 {% macro json_text(col, key) -%}
@@ -267,6 +268,7 @@
       then {{ col }} - lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }})
     else {{ col }}
   end
+{%- endmacro %}
 
 
 {% macro idle_pct(idle_gpu_hours, measured_gpu_hours) -%}

@@ -77,6 +77,30 @@ def small_fleet(tmp_path_factory) -> Fleet:
     return Fleet(home=home, settings=settings)
 
 
+def _fixture_module(*parts: str):
+    path = Path(__file__).parent.joinpath("fixtures", *parts)
+    spec = importlib.util.spec_from_file_location("conftest_" + path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def mini_fleet(tmp_path_factory) -> Fleet:
+    """The faces' mini world (tests/fixtures/faces/mini_lake.py: teams alpha/beta, cluster c1, two
+    days, numbers worked out by hand in its docstring) through `dbt build` (`transform.run_build`),
+    for the API, dashboard and report tests. Read-only: tests copy it into their own home
+    (tests/fixtures/dashboards/support.py `build_warehouse`)."""
+    from transform import run_build
+
+    home = tmp_path_factory.mktemp("mini_fleet")
+    settings = Settings(home=home)
+    _fixture_module("faces", "mini_lake.py").write_mini_lake(settings.lake_dir)
+    run_build(settings, full_refresh=True)
+    return Fleet(home=home, settings=settings)
+
+
 @pytest.fixture
 def fleet_copy(fleet: Fleet, tmp_path: Path) -> Fleet:
     """A private copy of the fixture home, for tests that write (app DB, a rebuild)."""
