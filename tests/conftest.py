@@ -4,6 +4,11 @@
 `gpufinops build --full` and an incremental `gpufinops build`, all through the real CLI: every face
 and recommender test reads marts that dbt built, never hand-written tables. Treat it as read-only;
 a test that writes copies the home first (`fleet_copy`).
+
+`mini_fleet` is the faces' mini world (tests/fixtures/faces/mini_lake.py: teams alpha and beta on
+cluster c1, two days, every number worked out by hand in its docstring) through `dbt build`: the API,
+dashboard and report tests copy it into their homes (tests/fixtures/dashboards/support.py). No test
+writes mart tables by hand.
 """
 
 from __future__ import annotations
