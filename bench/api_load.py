@@ -57,7 +57,7 @@ def _serve(home: str, port: int, app_db_url: str | None, threads: int | None) ->
                 access_log=False)
 
 
-def _load(name: str, rel: str):
+def _fixture(name: str, rel: str):
     spec = importlib.util.spec_from_file_location(name, _ROOT / rel)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
@@ -71,9 +71,9 @@ def _mini_home(home: Path) -> None:
     from transform import run_build
 
     settings = Settings(home=home)
-    _load("bench_mini_lake", "tests/fixtures/faces/mini_lake.py").write_mini_lake(settings.lake_dir)
+    _fixture("bench_mini_lake", "tests/fixtures/faces/mini_lake.py").write_mini_lake(settings.lake_dir)
     run_build(settings, full_refresh=True)
-    _load("bench_dash_support", "tests/fixtures/dashboards/support.py").build_app_db(home)
+    _fixture("bench_dash_support", "tests/fixtures/dashboards/support.py").build_app_db(home)
 
 
 def _pick_path(home: Path) -> str:
