@@ -3,23 +3,22 @@ the demo cluster built from that lake and served over HTTP, and the CLI (``cli.m
 propose -> refused approvals -> approve -> plan -> apply (server-side dry-run, then the real requests)
 -> verify -> rollback, with the audit log checked at the end.
 
-World: tests/test_recommender_loader.py ``build_world`` (cluster c1: ``etl`` Job and ``train``
-PyTorchJob on n1, ``api`` Deployment on n2), plus a showback table that gives the namespaces teams.
+World: tests/fixtures/recommender/world_lake.py ``build_world`` (cluster c1: ``etl`` Job and ``train``
+PyTorchJob on n1, ``api`` Deployment on n2; namespaces labelled with their teams), built by dbt.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.util as _ilu
 import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 import yaml
-from test_recommender_loader import build_world
 from typer.testing import CliRunner
 
 from recommender.engine import run as run_recommender
@@ -33,7 +32,12 @@ from testsupport.demo_cluster import (
 )
 from testsupport.fakeapi import FakeKubeAPI, originals_equal
 
-TEAMS = {"data": "data-eng", "ml": "ml-research", "web": "web"}
+_wspec = _ilu.spec_from_file_location("changes_e2e_world", Path(__file__).parent / "fixtures/recommender/world_lake.py")
+assert _wspec is not None and _wspec.loader is not None
+_world_lake = _ilu.module_from_spec(_wspec)
+_wspec.loader.exec_module(_world_lake)
+build_world = _world_lake.build_world
+
 JOB = "/apis/batch/v1/namespaces/data/jobs/etl"
 NODE = "/api/v1/nodes/n1"
 
@@ -41,12 +45,7 @@ NODE = "/api/v1/nodes/n1"
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("e2e")
-    settings = build_world(root / "home")
-    con = duckdb.connect(str(settings.warehouse_path))
-    con.execute("create table fct_showback_daily (day date, cluster varchar, namespace varchar, team varchar, "
-                "chargeback_usd double)")
-    con.executemany("insert into fct_showback_daily values ('2026-11-01', 'c1', ?, ?, 1.0)", list(TEAMS.items()))
-    con.close()
+    settings = build_world(root / "home")  # the namespaces' team labels reach fct_showback_daily
     run_recommender(settings)  # now = the wall clock: the evidence is fresh for the evidence_age gate
     recs = {(r["kind"], r["workload"]): r["id"] for r in RecommendationStore(settings.effective_app_db_url).list()}
     (cluster,) = build_demo_clusters(settings.lake_dir)
