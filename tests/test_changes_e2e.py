@@ -3,22 +3,23 @@ the demo cluster built from that lake and served over HTTP, and the CLI (``cli.m
 propose -> refused approvals -> approve -> plan -> apply (server-side dry-run, then the real requests)
 -> verify -> rollback, with the audit log checked at the end.
 
-World: tests/fixtures/recommender/world_lake.py ``build_world`` (cluster c1: ``etl`` Job and ``train``
-PyTorchJob on n1, ``api`` Deployment on n2; namespaces labelled with their teams), built by dbt.
+World: tests/test_recommender_loader.py ``build_world`` (cluster c1: ``etl`` Job and ``train``
+PyTorchJob on n1, ``api`` Deployment on n2), plus a showback table that gives the namespaces teams.
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util as _ilu
 import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 import yaml
+from test_recommender_loader import build_world
 from typer.testing import CliRunner
 
 from recommender.engine import run as run_recommender
@@ -32,12 +33,7 @@ from testsupport.demo_cluster import (
 )
 from testsupport.fakeapi import FakeKubeAPI, originals_equal
 
-_wspec = _ilu.spec_from_file_location("changes_e2e_world", Path(__file__).parent / "fixtures/recommender/world_lake.py")
-assert _wspec is not None and _wspec.loader is not None
-_world_lake = _ilu.module_from_spec(_wspec)
-_wspec.loader.exec_module(_world_lake)
-build_world = _world_lake.build_world
-
+TEAMS = {"data": "data-eng", "ml": "ml-research", "web": "web"}
 JOB = "/apis/batch/v1/namespaces/data/jobs/etl"
 NODE = "/api/v1/nodes/n1"
 
@@ -45,7 +41,12 @@ NODE = "/api/v1/nodes/n1"
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("e2e")
-    settings = build_world(root / "home")  # the namespaces' team labels reach fct_showback_daily
+    settings = build_world(root / "home")
+    con = duckdb.connect(str(settings.warehouse_path))
+    con.execute("create table fct_showback_daily (day date, cluster varchar, namespace varchar, team varchar, "
+                "chargeback_usd double)")
+    con.executemany("insert into fct_showback_daily values ('2026-11-01', 'c1', ?, ?, 1.0)", list(TEAMS.items()))
+    con.close()
     run_recommender(settings)  # now = the wall clock: the evidence is fresh for the evidence_age gate
     recs = {(r["kind"], r["workload"]): r["id"] for r in RecommendationStore(settings.effective_app_db_url).list()}
     (cluster,) = build_demo_clusters(settings.lake_dir)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util as _ilu
 import socket
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 import typer
 import yaml
+from test_recommender_loader import build_world
 from typer.testing import CliRunner
 
 from controller.crds import NOTEBOOK_STOPPED
@@ -26,12 +26,6 @@ from testsupport.demo_cluster import (
     stop_demo_servers,
 )
 from testsupport.fakeapi import validate_object
-
-_wspec = _ilu.spec_from_file_location("demo_cluster_world", Path(__file__).parent / "fixtures/recommender/world_lake.py")
-assert _wspec is not None and _wspec.loader is not None
-_world_lake = _ilu.module_from_spec(_wspec)
-_wspec.loader.exec_module(_world_lake)
-build_world = _world_lake.build_world
 
 
 @pytest.fixture(scope="module")
