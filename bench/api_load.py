@@ -5,7 +5,8 @@ the CPU each side used and the server's peak RSS, as a markdown row.
     python -m bench.api_load [--home DIR] [--clients 200] [--seconds 20] [--client httpx|raw]
                              [--client-procs 1] [--server-threads N] [--path PATH]
 
-Without ``--home`` it builds the dashboards' mini test warehouse and app DB in a temp folder. With
+Without ``--home`` it builds the tests' mini world (tests/fixtures/faces/mini_lake.py, through
+``dbt build``) and its app DB in a temp folder. With
 ``--home`` the warehouse is read in place (read-only) and the app DB is copied to the temp folder, so the
 home is not modified. The server runs in a child process (client and server never share a process or an
 event loop) and is warmed up before the clock starts; a token with the finance role is created for the
@@ -56,14 +57,23 @@ def _serve(home: str, port: int, app_db_url: str | None, threads: int | None) ->
                 access_log=False)
 
 
-def _mini_home(home: Path) -> None:
-    spec = importlib.util.spec_from_file_location("bench_dash_support",
-                                                  _ROOT / "tests/fixtures/dashboards/support.py")
+def _fixture(name: str, rel: str):
+    spec = importlib.util.spec_from_file_location(name, _ROOT / rel)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    mod.build_warehouse(home)
-    mod.build_app_db(home)
+    return mod
+
+
+def _mini_home(home: Path) -> None:
+    """The test suite's mini world (tests/fixtures/faces/mini_lake.py) through `dbt build`, and its app DB."""
+    from gpufinops.settings import Settings
+    from transform import run_build
+
+    settings = Settings(home=home)
+    _fixture("bench_mini_lake", "tests/fixtures/faces/mini_lake.py").write_mini_lake(settings.lake_dir)
+    run_build(settings, full_refresh=True)
+    _fixture("bench_dash_support", "tests/fixtures/dashboards/support.py").build_app_db(home)
 
 
 def _pick_path(home: Path) -> str:

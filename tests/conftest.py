@@ -4,6 +4,11 @@
 `gpufinops build --full` and an incremental `gpufinops build`, all through the real CLI: every face
 and recommender test reads marts that dbt built, never hand-written tables. Treat it as read-only;
 a test that writes copies the home first (`fleet_copy`).
+
+`mini_fleet` is the faces' mini world (tests/fixtures/faces/mini_lake.py: teams alpha and beta on
+cluster c1, two days, every number worked out by hand in its docstring) through `dbt build`: the API,
+dashboard and report tests copy it into their homes (tests/fixtures/dashboards/support.py). No test
+writes mart tables by hand.
 """
 
 from __future__ import annotations
@@ -74,6 +79,30 @@ def small_fleet(tmp_path_factory) -> Fleet:
     settings = Settings(home=home)
     _small_lake_module().write_small_lake(settings.lake_dir, hours=3)
     _cli(home, "build", "--full")
+    return Fleet(home=home, settings=settings)
+
+
+def _fixture_module(*parts: str):
+    path = Path(__file__).parent.joinpath("fixtures", *parts)
+    spec = importlib.util.spec_from_file_location("conftest_" + path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def mini_fleet(tmp_path_factory) -> Fleet:
+    """The faces' mini world (tests/fixtures/faces/mini_lake.py: teams alpha/beta, cluster c1, two
+    days, numbers worked out by hand in its docstring) through `dbt build` (`transform.run_build`),
+    for the API, dashboard and report tests. Read-only: tests copy it into their own home
+    (tests/fixtures/dashboards/support.py `build_warehouse`)."""
+    from transform import run_build
+
+    home = tmp_path_factory.mktemp("mini_fleet")
+    settings = Settings(home=home)
+    _fixture_module("faces", "mini_lake.py").write_mini_lake(settings.lake_dir)
+    run_build(settings, full_refresh=True)
     return Fleet(home=home, settings=settings)
 
 

@@ -4,6 +4,7 @@ the change queue through apply/rollback against the replaying Kubernetes server,
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,8 +27,8 @@ SATURDAY = datetime(2026, 11, 7, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture()
-def env(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str], Any]]:
-    settings, tokens = support.build_home(tmp_path)
+def env(tmp_path: Path, mini_fleet: Any) -> Iterator[tuple[TestClient, dict[str, str], Any]]:
+    settings, tokens = support.build_home(tmp_path, mini_fleet)
     app = support.make_app(settings, clock=lambda: SATURDAY)
     with TestClient(app) as client:
         yield client, tokens, app
@@ -111,7 +112,9 @@ def test_rightsizing_apply_validates_the_ticket_and_returns_202(env: Any) -> Non
 def test_binpack_of_a_cluster(env: Any) -> None:
     client, tokens, _ = env
     d = client.get("/v1/clusters/c1/binpack", headers=bearer(tokens["admin"])).json()
-    assert d["fragmentation"] == pytest.approx(1.5 / 9.0, abs=1e-4)
+    # mini_lake: shapes {4, 1, 2 GPUs} at 1/3 each; only n1's 3 free GPUs strand the 4-GPU shape ->
+    # 3 × 1/3 = 1 GPU of the 9 free (the fragmentation formula of fct_cluster_capacity_hourly)
+    assert d["fragmentation"] == pytest.approx(1.0 / 9.0, abs=1e-4)
     assert d["suggested_moves"] == 1 and d["nodes_lower_bound"] == 1 and d["gpu_capacity"] == 16.0
     assert client.get("/v1/clusters/nope/binpack", headers=bearer(tokens["admin"])).status_code == 404
     assert client.get("/v1/clusters/c1/binpack", headers=bearer(tokens["lead-alpha"])).status_code == 403
@@ -150,13 +153,13 @@ def test_recommendations_list_show_and_propose(env: Any) -> None:
     assert len(client.get("/v1/changes", headers=bearer(tokens["admin"])).json()["items"]) == 1
 
 
-def test_change_lifecycle_through_apply_and_rollback_against_the_replay_server(tmp_path: Path) -> None:
+def test_change_lifecycle_through_apply_and_rollback_against_the_replay_server(tmp_path: Path, mini_fleet: Any) -> None:
     from kube_replay import KubeReplay
 
     from controller.kube import KubeClient, KubeSettings
 
     hpa = "/apis/autoscaling/v2/namespaces/ml-serving/horizontalpodautoscalers/llm-api"
-    settings, tokens = support.build_home(tmp_path)
+    settings, tokens = support.build_home(tmp_path, mini_fleet)
     with KubeReplay() as kube:
         app = support.make_app(settings, clock=lambda: SATURDAY, kube_factory=lambda: KubeClient(
             kube.api_client(), settings=KubeSettings(backoff_base_s=0.01), sleep=lambda s: None))
@@ -193,10 +196,12 @@ def test_change_lifecycle_through_apply_and_rollback_against_the_replay_server(t
             assert client.get("/v1/audit/verify", headers=admin).json()["ok"] is True
 
 
-def test_health_and_metrics(env: Any) -> None:
+def test_health_and_metrics(env: Any, mini_fleet: Any) -> None:
     client, tokens, _ = env
+    # the version the dbt build published (the live link's target), copied with the home
+    version = Path(os.readlink(mini_fleet.warehouse)).stem
     assert client.get("/healthz").json() == {"status": "ok", "app_db": "ok", "warehouse": "ok",
-                                             "warehouse_version": "legacy"}  # a plain file, never published
+                                             "warehouse_version": version}
     client.get(f"/v1/workloads/{TRAIN_A}/cost", headers=bearer(tokens["finance"]))
     client.get("/v1/workloads/wl_000000000000/cost", headers=bearer(tokens["finance"]))
     text = client.get("/metrics").text

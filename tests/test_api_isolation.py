@@ -28,8 +28,8 @@ WEDNESDAY = datetime(2026, 11, 4, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, str], Any]]:
-    settings, tokens = support.build_home(tmp_path_factory.mktemp("iso"))
+def env(tmp_path_factory: pytest.TempPathFactory, mini_fleet: Any) -> Iterator[tuple[TestClient, dict[str, str], Any]]:
+    settings, tokens = support.build_home(tmp_path_factory.mktemp("iso"), mini_fleet)
     app = support.make_app(settings, clock=lambda: WEDNESDAY)
     with TestClient(app) as client:
         yield client, tokens, app
@@ -134,13 +134,13 @@ def test_self_approval_is_refused_and_apply_without_a_cluster_is_503(env: Any) -
     assert client.get(f"/v1/changes/{cid}", headers=lead).json()["status"] == "approved"
 
 
-def test_window_and_blast_radius_gates_refuse_apply_before_any_write(tmp_path: Path) -> None:
+def test_window_and_blast_radius_gates_refuse_apply_before_any_write(tmp_path: Path, mini_fleet: Any) -> None:
     from kube_replay import KubeReplay
 
     from changes.model import Actor
     from controller.kube import KubeClient, KubeSettings
 
-    settings, tokens = support.build_home(tmp_path)
+    settings, tokens = support.build_home(tmp_path, mini_fleet)
     admin, admin2 = bearer(tokens["admin"]), bearer(tokens["admin2"])
     with KubeReplay() as kube:
         app = support.make_app(settings, clock=lambda: WEDNESDAY, kube_factory=lambda: KubeClient(

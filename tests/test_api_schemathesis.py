@@ -27,8 +27,8 @@ _spec.loader.exec_module(support)
 
 
 @pytest.mark.timeout(180)
-def test_generated_requests_never_get_a_server_error(tmp_path: Path) -> None:
-    settings_, tokens = support.build_home(tmp_path)
+def test_generated_requests_never_get_a_server_error(tmp_path: Path, mini_fleet: Any) -> None:
+    settings_, tokens = support.build_home(tmp_path, mini_fleet)
     app = support.make_app(settings_, clock=lambda: datetime(2026, 11, 4, 12, tzinfo=UTC))
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     operations = [result.ok() for result in schema.get_all_operations()]

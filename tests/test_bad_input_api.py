@@ -24,9 +24,9 @@ _WL = {"name": "x1", "image": "i:1", "cpu": 1, "mem_gb": 1, "min_replicas": 1, "
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, dict[str, str], Path]]:
+def env(tmp_path_factory: pytest.TempPathFactory, mini_fleet: Any) -> Iterator[tuple[TestClient, dict[str, str], Path]]:
     home = tmp_path_factory.mktemp("api-bad")
-    settings, tokens = support.build_home(home)
+    settings, tokens = support.build_home(home, mini_fleet)
     app = support.make_app(settings, clock=lambda: WEDNESDAY, max_body_bytes=64 * 1024)
     with TestClient(app) as client:
         yield client, tokens, home

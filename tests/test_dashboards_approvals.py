@@ -36,9 +36,9 @@ _tickets = itertools.count(100)
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
+def home(tmp_path_factory, mini_fleet) -> Path:
     home = tmp_path_factory.mktemp("home")
-    support.build_warehouse(home)
+    support.build_warehouse(home, mini_fleet)
     support.build_app_db(home)
     return home
 

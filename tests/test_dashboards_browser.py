@@ -47,9 +47,9 @@ PAGES = [
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
+def served(tmp_path_factory, mini_fleet):
     home = tmp_path_factory.mktemp("home")
-    support.build_warehouse(home)
+    support.build_warehouse(home, mini_fleet)
     url = support.build_app_db(home)
     support.propose_change(url, home)  # one alpha change for the Approvals page
     with browser.dashboard_server(home, browser.free_port()) as base:

@@ -25,9 +25,9 @@ support = _support()
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
+def home(tmp_path_factory, mini_fleet) -> Path:
     home = tmp_path_factory.mktemp("home")
-    support.build_warehouse(home)
+    support.build_warehouse(home, mini_fleet)
     support.build_app_db(home)
     (home / "budgets.csv").write_text("team,monthly_budget_usd\nalpha,5000\nbeta,100000\n")
     (home / "gpufinops.yaml").write_text(f"dashboards:\n  budgets_file: {home / 'budgets.csv'}\n")

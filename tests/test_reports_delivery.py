@@ -78,9 +78,9 @@ def webhook():
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory) -> Path:
+def home(tmp_path_factory, mini_fleet) -> Path:
     home = tmp_path_factory.mktemp("home")
-    support.build_warehouse(home)
+    support.build_warehouse(home, mini_fleet)
     (home / "budgets.csv").write_text("team,monthly_budget_usd\nalpha,5000\n")
     return home
 
