@@ -35,6 +35,8 @@ COPY controller controller
 COPY api api
 COPY dashboards dashboards
 COPY reports reports
+COPY simulator simulator
+COPY exports exports
 COPY models models
 COPY macros macros
 COPY seeds seeds

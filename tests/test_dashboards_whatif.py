@@ -26,7 +26,7 @@ def env(fleet_copy, monkeypatch: pytest.MonkeyPatch):
 
 def _platform() -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params["role"] = "platform"
+    at.query_params["role"] = "platform-admin"
     at.run()
     at.switch_page("views/platform.py").run()
     return at

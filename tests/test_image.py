@@ -11,6 +11,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -63,6 +64,13 @@ def test_the_wheel_leaves_out_test_doubles_and_bench() -> None:
     for module in ("controller/fakeapi.py", "controller/demo_cluster.py", "ingest/prometheus/localserver.py",
                    "ingest/k8s/synthetic.py", "ingest/quality/bench.py"):
         assert not (REPO / module).exists(), f"{module} belongs in testsupport/"
+
+
+def test_the_dockerfile_copies_every_shipped_package() -> None:
+    include = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
+    copied = set(re.findall(r"^COPY (\S+) \1$", (REPO / "Dockerfile").read_text(), flags=re.M))
+    missing = {p.rstrip("*") for p in include} - copied
+    assert missing == set(), f"the Dockerfile's wheel stage must COPY these packages too: {sorted(missing)}"
 
 
 def test_demo_cluster_without_the_test_support_package_says_it_needs_a_checkout(monkeypatch, tmp_path) -> None:
@@ -175,7 +183,7 @@ def test_the_image_holds_no_test_doubles_nor_dev_packages(image: Image) -> None:
         "doubles = ('class FakeKubeAPI', 'class LocalPrometheus', 'def synthetic_dump', 'def build_demo_cluster')\n"
         "site = pathlib.Path(sys.prefix)\n"
         "files = sorted(str(p) for p in site.rglob('*.py') if p.name in names or (p.name == 'demo_cluster.py' and p.parent.name != 'commands'))\n"
-        "ours = [site / 'lib/python3.11/site-packages' / d for d in ('gpufinops', 'cli', 'ingest', 'transform', 'recommender', 'changes', 'controller', 'api', 'dashboards', 'reports')]\n"
+        "ours = [site / 'lib/python3.11/site-packages' / d for d in ('gpufinops', 'cli', 'ingest', 'exports', 'transform', 'recommender', 'simulator', 'changes', 'controller', 'api', 'dashboards', 'reports')]\n"
         "files += sorted(str(p) for d in ours for p in d.rglob('*.py') if any(t in p.read_text() for t in doubles))\n"
         "import gpufinops.project as tp, cli.main\n"
         "print(present, files, tp.PROJECT_DIR, sep='\\n')\n"

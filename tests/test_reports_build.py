@@ -188,8 +188,12 @@ def test_cli_report_writes_html_and_csvs(world, fleet, tmp_path) -> None:
     assert result.exit_code == 0, result.output
     folder = next(tmp_path.glob(f"team-{lead}_weekly_*"))
     assert "Most idle workloads" in (folder / "report.html").read_text()
-    assert {p.name for p in folder.glob("*.csv")} == {
-        f"team_{lead}_daily.csv", f"team_{lead}_idle_workloads.csv", f"team_{lead}_budget.csv",
-        f"team_{lead}_recommendations.csv"}
+    expected = {f"team_{lead}_daily.csv", f"team_{lead}_idle_workloads.csv", f"team_{lead}_budget.csv",
+                f"team_{lead}_recommendations.csv"}
+    from gpufinops.warehouse import connect
+
+    with connect(settings.warehouse_path) as con:  # a team with serving workloads also gets their unit costs
+        serving = con.execute("select count(*) from fct_serving_unit_cost_daily where team = ?", [lead]).fetchone()[0]
+    assert {p.name for p in folder.glob("*.csv")} == expected | ({f"team_{lead}_serving_unit_cost.csv"} if serving else set())
     bad = CliRunner().invoke(app, ["report", "--period", "daily", "--audience", "finance"])
     assert bad.exit_code == 2 and "weekly or monthly" in bad.output
