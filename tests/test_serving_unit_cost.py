@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 from cli.main import app
 from ingest.prometheus.api_ingest import ingest_range
 from ingest.prometheus.client import PromClient
-from testsupport.prometheus_server import Family, LocalPrometheus, backfill, write_openmetrics_blocks
 from ingest.prometheus.queries import ServingRequests, ServingSettings
+from testsupport.prometheus_server import Family, LocalPrometheus, backfill, write_openmetrics_blocks
 
 STEP = 60
 POINTS = 180  # three hours
