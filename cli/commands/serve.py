@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
             console.print(f"  {page:<9} http://{host}:{port}/{page}")
         if demo:
             console.print("  demo mode: pick a role in the sidebar, or open e.g. "
-                          f"http://{host}:{port}/team?role=team_lead:<team>")
+                          f"http://{host}:{port}/team?role=team-lead:<team>")
         raise typer.Exit(subprocess.call(argv, env=env))
 
     @serve_app.command("api")
