@@ -277,3 +277,33 @@
       (macros/faces.sql) so that the faces apply it to their sums over any window. -#}
   case when {{ measured_gpu_hours }} > 0 then {{ idle_gpu_hours }} / {{ measured_gpu_hours }} end
 {%- endmacro %}
+
+
+{% macro shared_cost_basis(recipients, recipient_gpu_cost, recipient_direct_cost, having='true') -%}
+  {#- Which weight distributes a shared pool (shared namespaces, overhead, unallocated) over its
+      recipients, per var('shared_cost_method'): 'even' (per recipient), 'gpu_cost' (their GPU cost),
+      else 'direct_cost' (their direct cost) when they have no GPU cost; null = nothing to distribute
+      (separate, no recipients, or `having` false). Used by showback and the FOCUS export alike. -#}
+  case
+    {%- if var('shared_cost_method') == 'separate' %}
+    when true then null
+    {%- elif var('shared_cost_method') == 'even' %}
+    when {{ having }} and {{ recipients }} > 0 then 'even'
+    {%- else %}
+    when {{ having }} and {{ recipient_gpu_cost }} > 0 then 'gpu_cost'
+    when {{ having }} and {{ recipient_direct_cost }} > 0 then 'direct_cost'
+    {%- endif %}
+    else null
+  end
+{%- endmacro %}
+
+
+{% macro shared_cost_weight(basis, recipients, gpu_cost, recipient_gpu_cost, direct_cost, recipient_direct_cost) -%}
+  {#- One recipient's share of a pool under shared_cost_basis (0 when there is no basis). -#}
+  case {{ basis }}
+    when 'even' then 1.0 / {{ recipients }}
+    when 'gpu_cost' then {{ gpu_cost }} / {{ recipient_gpu_cost }}
+    when 'direct_cost' then {{ direct_cost }} / {{ recipient_direct_cost }}
+    else 0.0
+  end
+{%- endmacro %}

@@ -98,17 +98,7 @@ pools as (
 distribution as (
     select
         *,
-        case
-            {%- if method == 'separate' %}
-            when true then null
-            {%- elif method == 'even' %}
-            when shared_ratio > 0 and recipients > 0 then 'even'
-            {%- else %}
-            when shared_ratio > 0 and recipient_gpu_cost_usd > 0 then 'gpu_cost'
-            when shared_ratio > 0 and recipient_direct_cost_usd > 0 then 'direct_cost'
-            {%- endif %}
-            else null
-        end as share_basis
+        {{ shared_cost_basis('recipients', 'recipient_gpu_cost_usd', 'recipient_direct_cost_usd', having='shared_ratio > 0') }} as share_basis
     from pools
 ),
 
@@ -136,11 +126,7 @@ shared_rows as (
         s.day, s.cluster || '/' || s.node as split_key, 'shared' as row_kind,
         'gpufinops/shared-{{ method }}/v1' as allocated_method_id,
         s.namespace, s.workload_kind, s.workload, s.team, s.tenant, s.tier,
-        d.shared_ratio * case d.share_basis
-            when 'even' then 1.0 / d.recipients
-            when 'gpu_cost' then s.gpu_cost_usd / d.recipient_gpu_cost_usd
-            else s.direct_cost_usd / d.recipient_direct_cost_usd
-        end as allocated_ratio,
+        d.shared_ratio * {{ shared_cost_weight('d.share_basis', 'd.recipients', 's.gpu_cost_usd', 'd.recipient_gpu_cost_usd', 's.direct_cost_usd', 'd.recipient_direct_cost_usd') }} as allocated_ratio,
         cast(null as double) as gpu_ratio,
         case d.share_basis when 'even' then 'Workloads' when 'gpu_cost' then 'GPU-Hours' else 'USD' end as gpu_usage_unit,
         case d.share_basis when 'even' then 1.0 when 'gpu_cost' then s.gpu_hours else s.direct_cost_usd end
@@ -218,17 +204,7 @@ overhead_basis as (
 overhead_distribution as (
     select
         *,
-        case
-            {%- if method == 'separate' %}
-            when true then null
-            {%- elif method == 'even' %}
-            when recipients > 0 then 'even'
-            {%- else %}
-            when recipient_gpu_cost_usd > 0 then 'gpu_cost'
-            when recipient_direct_cost_usd > 0 then 'direct_cost'
-            {%- endif %}
-            else null
-        end as share_basis
+        {{ shared_cost_basis('recipients', 'recipient_gpu_cost_usd', 'recipient_direct_cost_usd') }} as share_basis
     from overhead_basis
 ),
 
@@ -237,11 +213,7 @@ overhead_shared_rows as (
         r.day, r.cluster || '/(overhead)' as split_key, 'shared' as row_kind,
         'gpufinops/overhead-{{ method }}/v1' as allocated_method_id,
         r.namespace, r.workload_kind, r.workload, r.team, r.tenant, r.tier,
-        case d.share_basis
-            when 'even' then 1.0 / d.recipients
-            when 'gpu_cost' then r.gpu_cost_usd / d.recipient_gpu_cost_usd
-            else r.direct_cost_usd / d.recipient_direct_cost_usd
-        end as allocated_ratio,
+        {{ shared_cost_weight('d.share_basis', 'd.recipients', 'r.gpu_cost_usd', 'd.recipient_gpu_cost_usd', 'r.direct_cost_usd', 'd.recipient_direct_cost_usd') }} as allocated_ratio,
         cast(null as double) as gpu_ratio,
         case d.share_basis when 'even' then 'Workloads' when 'gpu_cost' then 'GPU-Hours' else 'USD' end as gpu_usage_unit,
         case d.share_basis when 'even' then 1.0 when 'gpu_cost' then r.gpu_hours else r.direct_cost_usd end

@@ -109,17 +109,7 @@ distribution as (
     -- share_basis: which weight applies this day; null = nothing can be distributed
     select
         *,
-        case
-            {%- if method == 'separate' %}
-            when true then null
-            {%- elif method == 'even' %}
-            when recipients > 0 then 'even'
-            {%- else %}
-            when recipient_gpu_cost_usd > 0 then 'gpu_cost'
-            when recipient_direct_cost_usd > 0 then 'direct_cost'
-            {%- endif %}
-            else null
-        end as share_basis
+        {{ shared_cost_basis('recipients', 'recipient_gpu_cost_usd', 'recipient_direct_cost_usd') }} as share_basis
     from pools
 ),
 
@@ -128,12 +118,7 @@ recipient_rows as (
         p.day, p.cluster, p.namespace, p.team, p.tenant,
         p.gpu_hours, p.utilized_gpu_hours, p.idle_gpu_hours, p.measured_gpu_hours,
         p.direct_cost_usd, p.idle_cost_usd,
-        case d.share_basis
-            when 'even' then 1.0 / d.recipients
-            when 'gpu_cost' then p.gpu_cost_usd / d.recipient_gpu_cost_usd
-            when 'direct_cost' then p.direct_cost_usd / d.recipient_direct_cost_usd
-            else 0.0
-        end as weight,
+        {{ shared_cost_weight('d.share_basis', 'd.recipients', 'p.gpu_cost_usd', 'd.recipient_gpu_cost_usd', 'p.direct_cost_usd', 'd.recipient_direct_cost_usd') }} as weight,
         d.shared_pool_usd,
         d.net_unallocated_usd
     from pods_daily as p
