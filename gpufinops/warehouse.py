@@ -179,11 +179,16 @@ Stamp = tuple[str, int, int, int, int, int]
 def _stamp(link: str) -> Stamp:
     """(resolved path, inode, mtime, size) of the live file and (mtime, size) of its WAL: a publish
     changes the path; an in-place write to a plain file changes the rest."""
-    target = os.path.realpath(link)
-    try:
-        st = os.stat(target)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"warehouse {link} does not exist yet; run `gpufinops build` first") from exc
+    for attempt in range(_OPEN_RETRIES):
+        target = os.path.realpath(link)
+        try:
+            st = os.stat(target)
+            break
+        except FileNotFoundError as exc:
+            # a publish between resolving the link and the stat swept the old version: resolve again
+            if os.path.islink(link) and attempt + 1 < _OPEN_RETRIES:
+                continue
+            raise ConfigError(f"warehouse {link} does not exist yet; run `gpufinops build` first") from exc
     try:
         wal = os.stat(target + ".wal")
         wal_stamp = (wal.st_mtime_ns, wal.st_size)

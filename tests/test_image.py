@@ -203,8 +203,17 @@ def built(image: Image) -> Image:
     data = default_data_dir()
     if not (data / "openb").is_dir():
         pytest.fail(f"the demo traces are missing at {data}")
-    image.run("gpufinops", "demo", "--days", "1", "--nodes", "12", "--clusters", "2", "--seed", "42",
-              "--start", "2026-11-01", "--data-dir", DATA_IN, volumes={data: DATA_IN})
+    # copied into the home volume (3.5 MB), not bind-mounted inside it: no nested mount to go wrong
+    traces = image.home / Path(DATA_IN).relative_to(HOME_IN)
+    shutil.copytree(data, traces, dirs_exist_ok=True)
+    for path in [traces, *traces.rglob("*")]:
+        os.chown(path, UID, UID)
+    demo = image.run("gpufinops", "demo", "--days", "1", "--nodes", "12", "--clusters", "2", "--seed", "42",
+                     "--start", "2026-11-01", "--data-dir", DATA_IN, "--workers", "1")
+    if not (image.home / "lake").is_dir():
+        listing = sorted(str(p.relative_to(image.home)) for p in image.home.iterdir())
+        pytest.fail(f"`gpufinops demo` exited 0 in the image but no lake is in the home volume {image.home} "
+                    f"(it holds {listing}):\n{demo.stdout[-3000:]}\n{demo.stderr[-3000:]}")
     out = image.run("gpufinops", "build")
     assert (image.home / "warehouse.duckdb").is_file(), out.stdout
     return image
