@@ -134,6 +134,20 @@ def _extras() -> list[StageResult]:
     return out
 
 
+def _spark() -> list[StageResult]:
+    """The small fleet built by Spark local beside DuckDB (bench/spark_vs_duckdb.py)."""
+    from bench.spark_vs_duckdb import main as spark_main
+
+    r = spark_main([])
+    scale = f"{r['nodes']} nodes × {r['days']} d"
+    out = []
+    for engine, e in r["engines"].items():
+        rows = sum(e["rows"].values())
+        out.append(StageResult(f"full build, {engine}", scale, e["wall_s"], e["peak_rss_mb"], e["ok"],
+                               f"{len(e['rows'])} marts, {rows} rows; see bench/out/spark_vs_duckdb.md"))
+    return out
+
+
 def _markdown(results: list[StageResult]) -> str:
     lines = ["| scale | stage | wall (s) | peak RSS (MB) | ok | detail |", "|---|---|---:|---:|---|---|"]
     for r in results:
@@ -144,11 +158,13 @@ def _markdown(results: list[StageResult]) -> str:
 
 def main() -> None:
     OUT.mkdir(exist_ok=True)
-    scales = os.environ.get("BENCH_SCALES", "small,large,extras").split(",")
+    scales = os.environ.get("BENCH_SCALES", "small,large,extras,spark").split(",")
     results: list[StageResult] = []
     for scale in scales:
         if scale == "extras":
             results += _extras()
+        elif scale == "spark":
+            results += _spark()
         else:
             results += bench_scale(scale, SCALES[scale])
         (OUT / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2))

@@ -117,6 +117,9 @@ class Settings(BaseSettings):
     dq_on_failure: Literal["fail", "quarantine"] = "fail"
     limits: LimitSettings = Field(default_factory=LimitSettings)
     currency: CurrencySettings = Field(default_factory=CurrencySettings)
+    # Which engine `gpufinops build` runs dbt on (docs/spark.md): duckdb (the warehouse file) or spark
+    # (local session; Parquet tables under <home>/spark, served through DuckDB views).
+    engine: Literal["duckdb", "spark"] = "duckdb"
     sources: list[SourceConfig] = Field(default_factory=list)
     # YAML change policy (gates, approvers, windows); None = the packaged changes/default_policy.yaml.
     change_policy: Path | None = None

@@ -6,6 +6,15 @@
       select * from gpu_device_evidence_window(TIMESTAMP '...', TIMESTAMP '...') -#}
 
 {% macro create_evidence_window_macros() -%}
+  {#- DuckDB table macros: only the DuckDB warehouse has them (on Spark the serving file would need
+      them created over its views; docs/spark.md) -#}
+  {{ return(adapter.dispatch('create_evidence_window_macros', 'gpufinops')()) }}
+{%- endmacro %}
+
+{% macro default__create_evidence_window_macros() -%}select 1{%- endmacro %}
+
+{% macro duckdb__create_evidence_window_macros(relation=none) -%}
+  {%- set this = relation if relation is not none else this -%}
   {%- set wl = ['cluster', 'namespace', 'workload'] -%}
   {%- set dev = ['cluster', 'namespace', 'workload', 'pod', 'hostname', 'device_id', 'mig_instance'] -%}
 create or replace macro {{ this.schema }}.gpu_workload_evidence_window(window_start, window_end) as table

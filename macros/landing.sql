@@ -1,7 +1,8 @@
 {#- Reading the Parquet landing lake (ingest/lake.py layout):
       <lake_root>/<table>/cluster=<c>/day=<YYYY-MM-DD>/*.parquet
-    The file list is resolved with DuckDB's glob() when the model runs, so a table with no
-    files yet (e.g. billing_focus) becomes a typed empty relation instead of an error. -#}
+    The file list is resolved when the model runs (lake_listing: DuckDB globs the lake, Spark gets
+    the runner's listing), so a table with no files yet (e.g. billing_focus) becomes a typed empty
+    relation instead of an error. -#}
 
 {% macro landing_columns(table) -%}
   {#- DuckDB types of the landing columns; must match ingest/schema.py (a pytest checks it). -#}
@@ -67,11 +68,8 @@
   {#- The table's Parquet files, optionally only the day= partitions at/after since_day: one day
       for all clusters, or a mapping cluster -> day (clusters not in it: every day). -#}
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
-  {%- set root = var('lake_root') | string -%}
-  {%- set pattern = root.rstrip('/') ~ '/' ~ table ~ '/cluster=*/day=*/*.parquet' -%}
-  {%- set res = run_query("select file from glob('" ~ pattern | replace("'", "''") ~ "') order by file") -%}
   {%- set files = [] -%}
-  {%- for f in res.columns[0].values() -%}
+  {%- for f in lake_listing(table) -%}
     {%- set day = (f.split('/day=')[-1])[:10] -%}
     {%- set cluster = (f.split('/cluster=')[-1]).split('/')[0] -%}
     {%- if since_day is mapping -%}
@@ -85,6 +83,29 @@
 {%- endmacro %}
 
 
+{% macro lake_listing(table) -%}
+  {#- Every Parquet file of a landing table, sorted. DuckDB globs the lake itself; Spark SQL has no
+      file listing, so the runner lists the lake (transform/spark.py, through Hadoop's FileSystem,
+      so object storage too) and passes var lake_files = {table: [file, ...]}. -#}
+  {{ return(adapter.dispatch('lake_listing', 'gpufinops')(table)) }}
+{%- endmacro %}
+
+{% macro duckdb__lake_listing(table) -%}
+  {%- set root = var('lake_root') | string -%}
+  {%- set pattern = root.rstrip('/') ~ '/' ~ table ~ '/cluster=*/day=*/*.parquet' -%}
+  {%- set res = run_query("select file from glob('" ~ pattern | replace("'", "''") ~ "') order by file") -%}
+  {{ return(res.columns[0].values() | list) }}
+{%- endmacro %}
+
+{% macro spark__lake_listing(table) -%}
+  {%- set listed = var('lake_files', none) -%}
+  {%- if listed is not mapping -%}
+    {{ exceptions.raise_compiler_error("the Spark target needs var lake_files (the lake's Parquet files per table): build with `gpufinops build --engine spark`, or pass it to dbt --vars") }}
+  {%- endif -%}
+  {{ return(listed.get(table, []) | sort) }}
+{%- endmacro %}
+
+
 {% macro lake_scan(table, since_day=none) -%}
   {#- The landing table as a relation with every landing column typed. Columns the files already
       hold with the landing type are read as they are (a no-op cast of the nested pod/node columns
@@ -93,25 +114,19 @@
   {%- set cols = landing_columns(table) -%}
   {%- set files = lake_files(table, since_day) -%}
   {%- if files | length > 0 -%}
-    {%- set file_list -%}
-      [{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}]
-    {%- endset -%}
-    {%- set described = run_query("describe select * from read_parquet(" ~ file_list ~ ", union_by_name = true, hive_partitioning = false)") -%}
-    {%- set file_types = {} -%}
-    {%- for row in described.rows -%}{%- do file_types.update({row[0]: row[1]}) -%}{%- endfor -%}
-    {%- set typeofs = [] -%}
-    {%- for name, typ in cols -%}{%- do typeofs.append("typeof(cast(null as " ~ typ ~ "))") -%}{%- endfor -%}
-    {%- set canonical = run_query("select " ~ typeofs | join(", ")).rows[0] -%}
+    {%- set source = parquet_files_relation(files) -%}
+    {%- set file_types = parquet_column_types(source) -%}
+    {%- set canonical = sql_type_names(cols | map(attribute=1) | list) -%}
     (select
       {%- for name, typ in cols %}
-        {%- if file_types.get(name) == canonical[loop.index0] %} "{{ name }}"
-        {%- elif name in file_types %} cast("{{ name }}" as {{ typ }}) as "{{ name }}"
-        {%- else %} cast(null as {{ typ }}) as "{{ name }}"
+        {%- if file_types.get(name) == canonical[loop.index0] %} {{ adapter.quote(name) }}
+        {%- elif name in file_types %} cast({{ adapter.quote(name) }} as {{ landing_type(typ) }}) as {{ adapter.quote(name) }}
+        {%- else %} cast(null as {{ landing_type(typ) }}) as {{ adapter.quote(name) }}
         {%- endif %}{{ "," if not loop.last }}
       {%- endfor %}
-     from read_parquet({{ file_list }}, union_by_name = true, hive_partitioning = false))
+     from {{ source }})
   {%- else -%}
-    (select {% for name, typ in cols %}cast(null as {{ typ }}) as "{{ name }}"{{ ", " if not loop.last }}{% endfor %} where false)
+    (select {% for name, typ in cols %}cast(null as {{ landing_type(typ) }}) as {{ adapter.quote(name) }}{{ ", " if not loop.last }}{% endfor %} where false)
   {%- endif -%}
 {%- endmacro %}
 
@@ -125,7 +140,7 @@
   {%- set floor = "cast('1970-01-01 00:00:00' as timestamp)" -%}
   {%- set lookback = hours_interval(var('incremental_lookback_hours')) -%}
   {%- if var('prune_partitions') and execute -%}
-    {%- set res = run_query("select cluster, cast(max(" ~ time_column ~ ") as varchar) from " ~ this ~ " group by cluster") -%}
+    {%- set res = run_query("select cluster, cast(max(" ~ time_column ~ ") as string) from " ~ this ~ " group by cluster") -%}
     (case
       {%- for row in res.rows %}
       when {{ cluster }} = '{{ row[0] | replace("'", "''") }}' then cast('{{ row[1] }}' as timestamp) - {{ lookback }}
@@ -138,19 +153,14 @@
 {%- endmacro %}
 
 
-{% macro hours_interval(n) -%}
-  to_microseconds(cast(round(({{ n }}) * 3600000000) as bigint))
-{%- endmacro %}
-
-
 {% macro landing_input(stg_model, table, time_column='hour') -%}
   {#- The staging model, or in a real incremental run the same staging SQL over only the day=
       partitions the run needs, per cluster (so one new hour does not rescan the month). Unit tests
       and full builds read the staging model itself. -#}
   {%- if is_incremental() and var('prune_partitions') and execute -%}
-    {%- set margin_us = ((var('incremental_lookback_hours') + 1) * 3600 + var('snapshot_interval_s') * var('coverage_cap_factor')) * 1000000 -%}
-    {%- set res = run_query("select cluster, strftime(max(" ~ time_column ~ ") - to_microseconds(cast(" ~ (margin_us | int) ~
-                            " as bigint)), '%Y-%m-%d') from " ~ this ~ " group by cluster") -%}
+    {%- set margin_h = (var('incremental_lookback_hours') + 1) + var('snapshot_interval_s') * var('coverage_cap_factor') / 3600 -%}
+    {%- set res = run_query("select cluster, " ~ day_string("max(" ~ time_column ~ ") - " ~ hours_interval(margin_h)) ~
+                            " from " ~ this ~ " group by cluster") -%}
     {%- set since = {} -%}
     {%- for row in res.rows -%}{%- do since.update({row[0]: row[1]}) -%}{%- endfor -%}
     ({{ staging_select(table, lake_scan(table, since)) }})
@@ -163,10 +173,120 @@
 {% macro optional_seed(name, columns) -%}
   {#- A seed another part owns (e.g. namespace_teams): the loaded table, or a typed empty relation
       when it has not been loaded, so attribution still works without the mapping. -#}
-  {%- set rel = adapter.get_relation(database=target.database, schema=target.schema, identifier=name) if execute else none -%}
+  {%- set rel = adapter.get_relation(database=target_database(), schema=target.schema, identifier=name) if execute else none -%}
   {%- if rel is not none -%}
-    (select {% for c in columns %}cast("{{ c }}" as varchar) as "{{ c }}"{{ ", " if not loop.last }}{% endfor %} from {{ rel }})
+    (select {% for c in columns %}cast({{ adapter.quote(c) }} as string) as {{ adapter.quote(c) }}{{ ", " if not loop.last }}{% endfor %} from {{ rel }})
   {%- else -%}
-    (select {% for c in columns %}cast(null as varchar) as "{{ c }}"{{ ", " if not loop.last }}{% endfor %} where false)
+    (select {% for c in columns %}cast(null as string) as {{ adapter.quote(c) }}{{ ", " if not loop.last }}{% endfor %} where false)
+  {%- endif -%}
+{%- endmacro %}
+
+
+{% macro parquet_files_relation(files) -%}
+  {#- A relation over the given Parquet files, columns unioned by name, no Hive partition columns
+      (cluster is a column of every file). -#}
+  {{ return(adapter.dispatch('parquet_files_relation', 'gpufinops')(files)) }}
+{%- endmacro %}
+
+{% macro duckdb__parquet_files_relation(files) -%}
+  read_parquet([{% for f in files %}'{{ f | replace("'", "''") }}'{{ ", " if not loop.last }}{% endfor %}], union_by_name = true, hive_partitioning = false)
+{%- endmacro %}
+
+{% macro spark__parquet_files_relation(files) -%}
+  {#- One Hadoop glob naming every file ({a,b,...}); spark.sql.parquet.mergeSchema (set by the
+      runner's session) unions the files' columns by name. Partition discovery does not apply to
+      globbed paths, so cluster= / day= do not become columns. -#}
+  {#- a partition's files are all in or all out (lake_files filters by partition): name the folders -#}
+  {%- set dirs = [] -%}
+  {%- for f in files -%}
+    {%- set d = f.rsplit('/', 1)[0] | replace('\\', '\\\\') | replace('{', '\\{') | replace('}', '\\}') | replace(',', '\\,') | replace('`', '``') -%}
+    {%- if d not in dirs -%}{%- do dirs.append(d) -%}{%- endif -%}
+  {%- endfor -%}
+  {#- the alternatives go after the folders' common prefix: a path must start with its root -#}
+  {%- set ns = namespace(prefix=dirs[0].rsplit('/', 1)[0]) -%}
+  {%- for d in dirs -%}
+    {%- for _ in range(64) if not (d ~ '/').startswith(ns.prefix ~ '/') -%}{%- set ns.prefix = ns.prefix.rsplit('/', 1)[0] -%}{%- endfor -%}
+  {%- endfor -%}
+  {%- set rest = [] -%}
+  {%- for d in dirs -%}{%- do rest.append(d[ns.prefix | length + 1:]) -%}{%- endfor -%}
+  parquet.`{{ dirs[0] if dirs | length == 1 else ns.prefix ~ '/{' ~ rest | join(',') ~ '}' }}/*.parquet`
+{%- endmacro %}
+
+
+{% macro parquet_column_types(source) -%}
+  {#- {column: engine type name} of a relation -#}
+  {{ return(adapter.dispatch('parquet_column_types', 'gpufinops')(source)) }}
+{%- endmacro %}
+
+{% macro duckdb__parquet_column_types(source) -%}
+  {%- set described = run_query("describe select * from " ~ source) -%}
+  {%- set file_types = {} -%}
+  {%- for row in described.rows -%}{%- do file_types.update({row[0]: row[1]}) -%}{%- endfor -%}
+  {{ return(file_types) }}
+{%- endmacro %}
+
+{% macro spark__parquet_column_types(source) -%}
+  {%- set described = run_query("describe query select * from " ~ source) -%}
+  {%- set file_types = {} -%}
+  {%- for row in described.rows -%}{%- do file_types.update({row[0]: row[1] | replace(' ', '')}) -%}{%- endfor -%}
+  {{ return(file_types) }}
+{%- endmacro %}
+
+
+{% macro sql_type_names(types) -%}
+  {#- the engine's own spelling of each landing type (as parquet_column_types reports it) -#}
+  {{ return(adapter.dispatch('sql_type_names', 'gpufinops')(types)) }}
+{%- endmacro %}
+
+{% macro duckdb__sql_type_names(types) -%}
+  {%- set typeofs = [] -%}
+  {%- for typ in types -%}{%- do typeofs.append("typeof(cast(null as " ~ typ ~ "))") -%}{%- endfor -%}
+  {{ return(run_query("select " ~ typeofs | join(", ")).rows[0] | list) }}
+{%- endmacro %}
+
+{% macro spark__sql_type_names(types) -%}
+  {%- set names = [] -%}
+  {%- for typ in types -%}{%- do names.append(landing_type(typ) | replace(' ', '')) -%}{%- endfor -%}
+  {{ return(names) }}
+{%- endmacro %}
+
+
+{% macro landing_type(typ) -%}
+  {#- a landing type of landing_columns (DuckDB spelling) in the engine's SQL -#}
+  {{ return(adapter.dispatch('landing_type', 'gpufinops')(typ)) }}
+{%- endmacro %}
+
+{% macro duckdb__landing_type(typ) -%}{{ typ }}{%- endmacro %}
+
+{% macro spark__landing_type(typ) -%}
+  {#- struct(a t, ...)[] -> array<struct<a:t,...>>, map(k, v) -> map<k,v>; scalar names mapped -#}
+  {%- set t = typ | trim -%}
+  {%- set scalars = {'varchar': 'string', 'timestamp with time zone': 'timestamp_ltz', 'integer': 'int',
+                     'bigint': 'bigint', 'float': 'float', 'double': 'double', 'boolean': 'boolean'} -%}
+  {%- if t.endswith('[]') -%}
+    {{- 'array<' ~ spark__landing_type(t[:-2]) ~ '>' -}}
+  {%- elif t.startswith('map(') -%}
+    {%- set kv = t[4:-1].split(',', 1) -%}
+    {{- 'map<' ~ spark__landing_type(kv[0]) ~ ',' ~ spark__landing_type(kv[1]) ~ '>' -}}
+  {%- elif t.startswith('struct(') -%}
+    {#- split the fields at top-level commas -#}
+    {%- set ns = namespace(depth=0, cur='', fields=[]) -%}
+    {%- for ch in t[7:-1] -%}
+      {%- if ch == ',' and ns.depth == 0 -%}{%- do ns.fields.append(ns.cur) -%}{%- set ns.cur = '' -%}
+      {%- else -%}
+        {%- if ch == '(' -%}{%- set ns.depth = ns.depth + 1 -%}{%- elif ch == ')' -%}{%- set ns.depth = ns.depth - 1 -%}{%- endif -%}
+        {%- set ns.cur = ns.cur ~ ch -%}
+      {%- endif -%}
+    {%- endfor -%}
+    {%- do ns.fields.append(ns.cur) -%}
+    {%- set parts = [] -%}
+    {%- for fld in ns.fields -%}
+      {%- set nt = fld | trim -%}
+      {%- set name = nt.split(' ', 1)[0] -%}
+      {%- do parts.append(name ~ ':' ~ spark__landing_type(nt.split(' ', 1)[1])) -%}
+    {%- endfor -%}
+    {{- 'struct<' ~ parts | join(',') ~ '>' -}}
+  {%- else -%}
+    {{- scalars.get(t, t) -}}
   {%- endif -%}
 {%- endmacro %}

@@ -1,4 +1,10 @@
 {% macro drop_python_tmp_tables() -%}
+  {{ return(adapter.dispatch('drop_python_tmp_tables', 'gpufinops')()) }}
+{%- endmacro %}
+
+{% macro default__drop_python_tmp_tables() -%}{%- endmacro %}
+
+{% macro duckdb__drop_python_tmp_tables() -%}
   {#- Post-hook of an incremental Python model: dbt-duckdb writes its incremental batch to a real
       table `<model>__dbt_tmp<timestamp>` (a Python model cannot write a temp table the materialisation
       reads) and never drops it; drop it once the batch is merged. -#}

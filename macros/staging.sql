@@ -12,6 +12,11 @@
   cast({{ col }} as timestamp)
 {%- endmacro %}
 
+{% macro spark__utc(col) -%}
+  {#- the landing timestamptz read as timestamp_ltz; the session time zone is UTC (transform/spark.py) -#}
+  cast({{ col }} as timestamp_ntz)
+{%- endmacro %}
+
 {% macro duckdb__utc(col) -%}
   make_timestamp(epoch_us({{ col }}))
 {%- endmacro %}
@@ -50,21 +55,21 @@
            {{ utc('effective_from') }} as effective_from, {{ utc('effective_to') }} as effective_to, source
     from {{ relation }}
   {%- elif table == 'billing_focus' -%}
-    select {{ utc('"ChargePeriodStart"') }} as charge_period_start, {{ utc('"ChargePeriodEnd"') }} as charge_period_end,
-           "ProviderName" as provider_name, "ServiceName" as service_name, "ChargeCategory" as charge_category,
-           "ResourceId" as resource_id, "ResourceName" as resource_name, "ResourceType" as resource_type,
-           "RegionId" as region_id, "BilledCost" as billed_cost, "EffectiveCost" as effective_cost,
-           "ListCost" as list_cost, "BillingCurrency" as billing_currency, "PricingCategory" as pricing_category,
+    select {{ utc('ChargePeriodStart') }} as charge_period_start, {{ utc('ChargePeriodEnd') }} as charge_period_end,
+           ProviderName as provider_name, ServiceName as service_name, ChargeCategory as charge_category,
+           ResourceId as resource_id, ResourceName as resource_name, ResourceType as resource_type,
+           RegionId as region_id, BilledCost as billed_cost, EffectiveCost as effective_cost,
+           ListCost as list_cost, BillingCurrency as billing_currency, PricingCategory as pricing_category,
            source_file, row_hash,
-           {{ utc('"BillingPeriodStart"') }} as billing_period_start, {{ utc('"BillingPeriodEnd"') }} as billing_period_end,
-           "BillingAccountId" as billing_account_id, "SubAccountId" as sub_account_id,
-           "PublisherName" as publisher_name, "InvoiceIssuerName" as invoice_issuer_name,
-           "ServiceCategory" as service_category, "ChargeClass" as charge_class,
-           "ChargeDescription" as charge_description, "ChargeFrequency" as charge_frequency,
-           "CommitmentDiscountId" as commitment_discount_id, "AvailabilityZone" as availability_zone,
-           "SkuId" as sku_id, "SkuPriceId" as sku_price_id, "ConsumedQuantity" as consumed_quantity,
-           "ConsumedUnit" as consumed_unit, "PricingQuantity" as pricing_quantity, "PricingUnit" as pricing_unit,
-           "ContractedCost" as contracted_cost, "Tags" as tags, focus_version, extra_columns
+           {{ utc('BillingPeriodStart') }} as billing_period_start, {{ utc('BillingPeriodEnd') }} as billing_period_end,
+           BillingAccountId as billing_account_id, SubAccountId as sub_account_id,
+           PublisherName as publisher_name, InvoiceIssuerName as invoice_issuer_name,
+           ServiceCategory as service_category, ChargeClass as charge_class,
+           ChargeDescription as charge_description, ChargeFrequency as charge_frequency,
+           CommitmentDiscountId as commitment_discount_id, AvailabilityZone as availability_zone,
+           SkuId as sku_id, SkuPriceId as sku_price_id, ConsumedQuantity as consumed_quantity,
+           ConsumedUnit as consumed_unit, PricingQuantity as pricing_quantity, PricingUnit as pricing_unit,
+           ContractedCost as contracted_cost, Tags as tags, focus_version, extra_columns
     from {{ relation }}
   {%- else -%}
     {{ exceptions.raise_compiler_error("staging_select: unknown landing table '" ~ table ~ "'") }}

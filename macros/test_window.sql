@@ -11,15 +11,13 @@
     change in any build, e.g. a late bill). An empty window (full build) filters nothing. -#}
 
 {% macro record_build_window() -%}
-  {%- set window = api.Relation.create(database=target.database, schema=target.schema, identifier='_build_window') -%}
-  {%- set nodes = adapter.get_relation(database=target.database, schema=target.schema, identifier='fct_node_hourly') if execute else none -%}
+  {%- set window = api.Relation.create(database=target_database(), schema=target.schema, identifier='_build_window') -%}
+  {%- set nodes = adapter.get_relation(database=target_database(), schema=target.schema, identifier='fct_node_hourly') if execute else none -%}
   {%- if nodes is none or flags.FULL_REFRESH -%}
-    create or replace table {{ window }} as
-    select cast(null as varchar) as cluster, cast(null as timestamp) as since where false
+    {{ create_or_replace_table(window, "select cast(null as string) as cluster, cast(null as timestamp) as since where false") }}
   {%- else -%}
-    create or replace table {{ window }} as
-    select cluster, max(hour) - {{ hours_interval(var('incremental_lookback_hours')) }} as since
-    from {{ nodes }} group by cluster
+    {{ create_or_replace_table(window, "select cluster, max(hour) - " ~ hours_interval(var('incremental_lookback_hours'))
+                                       ~ " as since from " ~ nodes ~ " group by cluster") }}
   {%- endif -%}
 {%- endmacro %}
 
@@ -30,30 +28,27 @@
   {%- if not execute or relation is none -%}{{ return('') }}{%- endif -%}
   {%- if relation.identifier in var('test_window_exempt', []) -%}{{ return('') }}{%- endif -%}
   {#- (not adapter.get_relation: dbt's relation cache was filled before the hook made the table) -#}
-  {%- set window = api.Relation.create(database=target.database, schema=target.schema, identifier='_build_window') -%}
-  {#- one query: the tested relation's window columns and the window itself -#}
-  {%- set res = run_query("select 'column', lower(column_name), null from duckdb_columns() where schema_name = '"
-      ~ relation.schema ~ "' and table_name = '" ~ relation.identifier ~ "' and lower(column_name) in ('cluster', 'hour', 'day')"
-      ~ " union all select 'window', cluster, cast(since as varchar) from " ~ window ~ " where since is not null").rows -%}
-  {%- set names = [] -%}
+  {%- set window = api.Relation.create(database=target_database(), schema=target.schema, identifier='_build_window') -%}
   {%- set rows = [] -%}
-  {%- for r in res -%}
-    {%- if r[0] == 'column' -%}{%- do names.append(r[1]) -%}{%- else -%}{%- do rows.append((r[1], r[2])) -%}{%- endif -%}
+  {%- for r in run_query("select cluster, cast(since as string) from " ~ window ~ " where since is not null").rows -%}
+    {%- do rows.append((r[0], r[1])) -%}
   {%- endfor -%}
+  {%- if rows | length == 0 -%}{{ return('') }}{%- endif -%}
+  {%- set names = relation_column_names(relation) -%}
   {%- if rows | length == 0 or 'cluster' not in names -%}{{ return('') }}{%- endif -%}
   {%- set since -%}
     (case
-    {%- for row in rows %} when "cluster" = '{{ row[0] | replace("'", "''") }}' then cast('{{ row[1] }}' as timestamp){% endfor %}
-     else cast('-infinity' as timestamp) end)
+    {%- for row in rows %} when cluster = '{{ row[0] | replace("'", "''") }}' then cast('{{ row[1] }}' as timestamp){% endfor %}
+     else {{ min_timestamp() }} end)
   {%- endset -%}
   {%- if 'hour' in names -%}
     {%- if grain == 'day' -%}
-      {{ return('"hour" >= date_trunc(\'day\', ' ~ since ~ ')') }}
+      {{ return('hour >= date_trunc(\'day\', ' ~ since ~ ')') }}
     {%- else -%}
-      {{ return('"hour" >= ' ~ since) }}
+      {{ return('hour >= ' ~ since) }}
     {%- endif -%}
   {%- elif 'day' in names -%}
-    {{ return('"day" >= cast(date_trunc(\'day\', ' ~ since ~ ') as date)') }}
+    {{ return('day >= cast(date_trunc(\'day\', ' ~ since ~ ') as date)') }}
   {%- endif -%}
   {{ return('') }}
 {%- endmacro %}

@@ -127,7 +127,9 @@ def _invoke(args: list[str]) -> tuple[bool, list[NodeResult], BaseException | No
     nodes: list[NodeResult] = []
     results = getattr(res.result, "results", None) or []
     for r in results:
-        node = r.node
+        node = getattr(r, "node", None)
+        if node is None:  # a run-operation's result names no node
+            continue
         nodes.append(
             NodeResult(
                 name=node.name,
@@ -178,6 +180,7 @@ def run_build(
     select: Sequence[str] | None = None,
     extra_vars: dict[str, Any] | None = None,
     unit_tests: bool = False,
+    engine: str | None = None,
 ) -> BuildResult:
     """``dbt build`` (seeds, models, data tests; incremental unless ``full_refresh``) into a new version
     of the warehouse, published atomically when it succeeds (``transform.publish``).
@@ -199,10 +202,14 @@ def run_build(
     JSON artifacts (manifest, run_results) to ``<home>/dbt/target``; a full build does. Raises
     :class:`BuildFailed` listing every failed model and test (with dq_on_failure=quarantine, failing
     data tests are reported in the result but do not raise; model errors always do).
+
+    ``engine`` (default: Settings.engine) ``spark`` builds on Spark instead (:func:`_spark_build`).
     """
     lake = Path(settings.lake_dir)
     if not lake.is_dir():
         raise ConfigError(f"lake {lake} does not exist: ingest data (or run `gpufinops demo`) first")
+    if (engine or settings.engine) == "spark":
+        return _spark_build(settings, full_refresh=full_refresh, select=select, extra_vars=extra_vars)
     link = Path(os.path.abspath(settings.warehouse_path))
     link.parent.mkdir(parents=True, exist_ok=True)
     work = Path(settings.home).resolve() / "dbt"
@@ -258,17 +265,56 @@ def _build(settings: Settings, link: Path, work: Path, version: str, *, full_ref
     return result
 
 
+def _spark_build(settings: Settings, *, full_refresh: bool, select: Sequence[str] | None,
+                 extra_vars: dict[str, Any] | None) -> BuildResult:
+    """The same ``dbt build`` on Spark (target ``spark``, transform/spark.py): Parquet tables under
+    ``<home>/spark/warehouse``. After a successful build a DuckDB file of views over those tables is
+    published as the new version of ``Settings.warehouse_path`` (the same atomic publish as a DuckDB
+    build), so the read model serves the Spark-built marts unchanged. Seeds are always loaded."""
+    from transform import spark as spark_engine
+
+    link = Path(os.path.abspath(settings.warehouse_path))
+    link.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(settings.home).resolve() / "spark" / "dbt"
+    work.mkdir(parents=True, exist_ok=True)
+    with build_lock(link):
+        spark_vars, env, session = spark_engine.prepare_build(settings)
+        variables = dbt_vars(settings) | spark_vars | (extra_vars or {})
+        result = _dbt(settings, work, link, variables, full_refresh=full_refresh, select=select, skip_seeds=False,
+                      unit_tests=False, dbt_target=spark_engine.SPARK_TARGET, extra_env=env)
+        version = new_version()
+        target, _ = prepare(link, version, copy=False)
+        try:
+            spark_engine.write_serving_views(session, target)
+            # the SQL macros a DuckDB build publishes (faces' idle_pct, the evidence windows), over the views
+            with _environment({"GPUFINOPS_WAREHOUSE": str(target), "DBT_LOG_PATH": str(work / "logs"),
+                               "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}):
+                ok, _, exc = _invoke(["run-operation", "publish_serving_macros", "--project-dir", str(PROJECT_DIR),
+                                      "--profiles-dir", str(PROJECT_DIR), "--target-path", str(work / "serving-target"),
+                                      "--vars", json.dumps(variables), "--quiet"])
+            if not ok:
+                raise BuildFailed(f"publishing the serving macros failed: {exc}", result)
+        except BaseException:
+            discard(target)
+            raise
+        publish(link, target)
+    result.warehouse, result.version = link, version
+    return result
+
+
 def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
-         select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool) -> BuildResult:
+         select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
+         extra_env: dict[str, str] | None = None) -> BuildResult:
     common = [
         "--project-dir", str(PROJECT_DIR),
         "--profiles-dir", str(PROJECT_DIR),
         "--target-path", str(work / "target"),
         "--vars", json.dumps(variables),
         "--log-level-file", "info",
+        *(["--target", dbt_target] if dbt_target else []),
     ]
     env = {"GPUFINOPS_WAREHOUSE": str(warehouse), "DBT_LOG_PATH": str(work / "logs"),
-           "DBT_SEND_ANONYMOUS_USAGE_STATS": "false"}
+           "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", **(extra_env or {})}
     started = time.monotonic()
     with _environment(env):
         args = ["build", *common, "--quiet"]

@@ -23,13 +23,16 @@ def build(
     select: Annotated[list[str] | None, typer.Option("--select", "-s", help="dbt selection (repeatable).")] = None,
     summary: Annotated[bool, typer.Option("--summary/--no-summary", help="Print the showback summary.")] = True,
     unit_tests: Annotated[bool, typer.Option("--unit-tests", help="Also run the dbt unit tests (formula pins).")] = False,
+    engine: Annotated[str | None, typer.Option("--engine", help="duckdb | spark (default: the `engine` setting).")] = None,
 ) -> None:
     """Build the warehouse from the lake (incremental by default) and run its data tests."""
     from transform import run_build, showback_summary
 
     settings = settings_of(ctx)
     with console.status("dbt build (seeds, models, tests) ..."):
-        result = run_build(settings, full_refresh=full, select=select, unit_tests=unit_tests)
+        if engine not in (None, "duckdb", "spark"):
+            raise typer.BadParameter(f"--engine must be duckdb or spark, not {engine!r}")
+        result = run_build(settings, full_refresh=full, select=select, unit_tests=unit_tests, engine=engine)
     console.print(
         f"built and published version {result.version} of {result.warehouse} in {result.seconds:.1f}s "
         f"({'full refresh' if result.full_refresh else f'incremental, copy {result.copy_seconds:.2f}s'}): "

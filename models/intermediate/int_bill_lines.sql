@@ -21,14 +21,16 @@ node_keys as (
 line_matches as (
     select
         b.row_hash,
-        arg_min(k.node_key,
+        {%- set match_rank -%}
                 case
                     when b.resource_id_lower = k.instance_id then 1
                     when k.provider_path <> '' and b.resource_id_lower = k.provider_path then 2
                     when k.provider_path <> '' and b.resource_id_lower like '%' || k.provider_path then 3
                     when k.provider <> 'azure' and b.resource_id_lower like '%/' || k.instance_id then 4
                     else 5
-                end) as node_key
+                end
+        {%- endset %}
+        {{ arg_min('k.node_key', match_rank) }} as node_key
     from bill as b
     inner join node_keys as k
         on b.day = k.day

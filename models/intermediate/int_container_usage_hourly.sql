@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour']) }}
+{{ incremental_by(['cluster', 'hour']) }}
 -- depends_on: {{ ref('stg_usage__container_usage') }}
 -- CPU cores and working-set GiB per pod per hour: each container's hourly mean, summed over the
 -- pod's containers.

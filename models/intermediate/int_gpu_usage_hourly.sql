@@ -1,4 +1,5 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour'], on_schema_change='append_new_columns') }}
+{{ incremental_by(['cluster', 'hour']) }}
+{{ config(on_schema_change='append_new_columns') }}
 -- depends_on: {{ ref('stg_dcgm__gpu_samples') }}
 -- DCGM samples aggregated FIRST to (cluster, hostname, device or MIG instance, namespace, pod,
 -- hour): the one big GROUP BY over the largest table; everything downstream works at hour grain.
@@ -17,7 +18,7 @@ final as (
         cluster,
         {{ dbt.date_trunc('hour', 'ts') }} as hour,
         hostname,
-        coalesce(uuid, cast(gpu as varchar)) as device_id,
+        coalesce(uuid, cast(gpu as string)) as device_id,
         coalesce(mig_instance, -1) as mig_instance,
         max(mig_profile) as mig_profile,
         bool_or(mig_profile is not null or mig_instance is not null) as is_mig,
@@ -30,7 +31,7 @@ final as (
         min(ts) as first_ts,
         max(ts) as last_ts
     from samples
-    group by cluster, {{ dbt.date_trunc('hour', 'ts') }}, hostname, coalesce(uuid, cast(gpu as varchar)),
+    group by cluster, {{ dbt.date_trunc('hour', 'ts') }}, hostname, coalesce(uuid, cast(gpu as string)),
              coalesce(mig_instance, -1), namespace, pod
 )
 

@@ -24,8 +24,8 @@ final as (
         device_id,
         count(*) as mig_instances,
         -- the g of '<g>g.<mem>gb' is the instance's compute slices (of 7) in every GPU family
-        sum(try_cast(regexp_extract(mig_profile, '^(\d+)g', 1) as integer)) as layout_slices,
-        string_agg(mig_profile, '+' order by mig_profile) as layout
+        sum({{ safe_cast("regexp_extract(mig_profile, '^([0-9]+)g', 1)", 'integer') }}) as layout_slices,
+        {{ sorted_string_agg('mig_profile', '+') }} as layout
     from instances
     group by cluster, hour, node, device_id
 )

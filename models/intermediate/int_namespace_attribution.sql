@@ -11,8 +11,8 @@ latest as (
     select
         cluster,
         namespace,
-        arg_max(labels, snapshot_ts) as labels,
-        arg_max(annotations, snapshot_ts) as annotations
+        {{ arg_max('labels', 'snapshot_ts') }} as labels,
+        {{ arg_max('annotations', 'snapshot_ts') }} as annotations
     from namespaces
     group by cluster, namespace
 ),

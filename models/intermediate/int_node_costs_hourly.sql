@@ -28,9 +28,9 @@ priced as (
         n.cluster,
         n.hour,
         n.node,
-        arg_max(p.usd_per_hour, p.effective_from) filter (where p.capacity_type = n.capacity_type) as list_usd_per_hour,
-        arg_max(p.gpu_usd_per_hour, p.effective_from) filter (where p.capacity_type = n.capacity_type) as gpu_usd_per_hour,
-        arg_max(p.usd_per_hour, p.effective_from) filter (where p.capacity_type = 'on_demand') as on_demand_usd_per_hour
+        {{ arg_max('p.usd_per_hour', 'p.effective_from') }} filter (where p.capacity_type = n.capacity_type) as list_usd_per_hour,
+        {{ arg_max('p.gpu_usd_per_hour', 'p.effective_from') }} filter (where p.capacity_type = n.capacity_type) as gpu_usd_per_hour,
+        {{ arg_max('p.usd_per_hour', 'p.effective_from') }} filter (where p.capacity_type = 'on_demand') as on_demand_usd_per_hour
     from nodes_hourly as n
     inner join prices as p
         on n.provider = p.provider
@@ -58,7 +58,7 @@ with_price as (
         on n.cluster = pr.cluster and n.hour = pr.hour and n.node = pr.node
 ),
 
-with_reference as (
+reference_candidates as (
     -- the provider's reference rates for the node: its machine family's row (GCP names the family
     -- before the first '-') over the region's '*' row; at the hour, else the earliest known
     select
@@ -69,17 +69,21 @@ with_reference as (
         {%- else %}
         cast(null as double) as ref_vcpu_usd_per_hour,
         cast(null as double) as ref_gib_usd_per_hour
-        {%- endif %}
+        {%- endif %},
+        row_number() over (
+            partition by w.cluster, w.hour, w.node
+            order by (r.machine_family = '*') nulls last, (r.effective_from <= w.hour) desc nulls last,
+                     case when r.effective_from <= w.hour then r.effective_from end desc nulls last, r.effective_from nulls last
+        ) as reference_rank
     from with_price as w
     left join reference_rates as r
         on w.provider = r.provider
         and w.region = r.region
         and (r.machine_family = '*' or r.machine_family = split_part(w.instance_type, '-', 1))
-    qualify row_number() over (
-        partition by w.cluster, w.hour, w.node
-        order by (r.machine_family = '*'), (r.effective_from <= w.hour) desc,
-                 case when r.effective_from <= w.hour then r.effective_from end desc, r.effective_from
-    ) = 1
+),
+
+with_reference as (
+    select * from reference_candidates where reference_rank = 1
 ),
 
 shares as (
@@ -110,7 +114,7 @@ with_split as (
             when ref_vcpu_usd_per_hour is null then 'no_reference_rate'
             when residual_gpu_share < {{ var('residual_floor_fraction', 0.1) }} then 'residual_below_floor'
             {%- else %}
-            when false then cast(null as varchar)
+            when false then cast(null as string)
             {%- endif %}
         end as split_flag
     from shares

@@ -1,7 +1,8 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour']) }}
+{{ incremental_by(['cluster', 'hour']) }}
 -- depends_on: {{ ref('stg_k8s__nodes') }}
 -- One row per node per hour it was seen: covered hours w (exact, from the snapshot timeline) and
 -- the node's attributes as of its last snapshot in the hour.
+{%- set final_columns = ['cluster', 'hour', 'node', 'covered_hours', 'in_first_snapshot', 'last_snapshot_ts', 'node_uid', 'provider', 'provider_id', 'instance_type', 'region', 'zone', 'capacity_type', 'node_pool', 'unschedulable', 'gpu_product', 'gpu_memory_mib', 'gpu_replicas', 'mig_config', 'mig_strategy', 'gpu_capacity', 'cpu_capacity', 'memory_capacity_gib', 'cpu_allocatable', 'memory_allocatable_gib', 'price_override_usd_per_hour'] %}
 {%- set cap_h = var('snapshot_interval_s') * var('coverage_cap_factor') / 3600 %}
 
 with nodes as {{ not_materialized() }} (
@@ -45,7 +46,8 @@ hourly as (
 ),
 
 final as (
-    -- attributes at the node's last snapshot in the hour (a join: cheaper than arg_max per column)
+    -- attributes at the node's last snapshot in the hour (a join: cheaper than arg_max per column);
+    -- the first node UID if two share the name in one snapshot
     select
         h.cluster,
         h.hour,
@@ -80,11 +82,11 @@ final as (
         n.capacity['memory'] / 1073741824.0 as memory_capacity_gib,
         n.allocatable['cpu'] as cpu_allocatable,
         n.allocatable['memory'] / 1073741824.0 as memory_allocatable_gib,
-        try_cast(n.annotations['{{ var("price_override_annotation") }}'] as double) as price_override_usd_per_hour
+        {{ safe_cast("n.annotations['" ~ var('price_override_annotation') ~ "']", 'double') }} as price_override_usd_per_hour,
+        row_number() over (partition by h.cluster, h.hour, h.node order by n.node_uid nulls last) as row_in_hour
     from hourly as h
     inner join nodes as n
         on h.cluster = n.cluster and h.node = n.node and h.last_snapshot_ts = n.snapshot_ts
-    qualify row_number() over (partition by h.cluster, h.hour, h.node order by n.node_uid) = 1
 )
 
-select * from final
+select {{ final_columns | join(', ') }} from final where row_in_hour = 1

@@ -89,12 +89,12 @@ with_mig as (
         -- slices from the profile table of the node's GPU family; an unknown profile falls back to
         -- its compute slices and memory / (device memory / 8)
         case when j.mig_profile is null then null else coalesce(
-            m.compute_slices, try_cast(regexp_extract(j.mig_profile, '^(\d+)g\.', 1) as integer)) end as mig_compute_slices,
+            m.compute_slices, {{ safe_cast("regexp_extract(j.mig_profile, '^([0-9]+)g[.]', 1)", 'integer') }}) end as mig_compute_slices,
         case when j.mig_profile is null then null else coalesce(
             m.memory_slices,
-            round(try_cast(regexp_extract(j.mig_profile, '\.(\d+)gb$', 1) as double)
+            round({{ safe_cast("regexp_extract(j.mig_profile, '[.]([0-9]+)gb$', 1)", 'double') }}
                   / nullif(j.gpu_memory_mib / 1024.0 / 8.0, 0)),
-            try_cast(regexp_extract(j.mig_profile, '^(\d+)g\.', 1) as integer)) end as mig_memory_slices,
+            {{ safe_cast("regexp_extract(j.mig_profile, '^([0-9]+)g[.]', 1)", 'integer') }}) end as mig_memory_slices,
         case when j.mig_profile is not null then
             {{ mig_layout_slices('j.mig_config', 'lm.compute_slices', 'lm.max_instances', 'fb.balanced_slices') }}
         end as label_layout_slices,

@@ -1,4 +1,5 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'pod_uid'], on_schema_change='append_new_columns') }}
+{{ incremental_by(['cluster', 'pod_uid']) }}
+{{ config(on_schema_change='append_new_columns') }}
 -- depends_on: {{ ref('stg_k8s__pods') }}
 -- One row per pod (cluster, pod UID): its spec as of its last snapshot, with the effective
 -- resource requests Kubernetes schedules on (per resource: max(Σ app containers, max init
@@ -37,17 +38,17 @@ latest as (
         p.containers,
         p.init_containers,
         p.node_selector,
-        l.last_seen
+        l.last_seen,
+        row_number() over (partition by p.cluster, p.pod_uid order by p.namespace, p.pod) as row_in_pod
     from pods as p
     inner join last_snapshot as l
         on p.cluster = l.cluster and p.pod_uid = l.pod_uid and p.snapshot_ts = l.last_seen
-    qualify row_number() over (partition by p.cluster, p.pod_uid order by p.namespace, p.pod) = 1
 ),
 
 containers_flat as (
-    select cluster, pod_uid, false as is_init, unnest(containers) as c from latest
+    select cluster, pod_uid, false as is_init, {{ explode_list('containers') }} as c from latest where row_in_pod = 1
     union all
-    select cluster, pod_uid, true as is_init, unnest(init_containers) as c from latest
+    select cluster, pod_uid, true as is_init, {{ explode_list('init_containers') }} as c from latest where row_in_pod = 1
 ),
 
 entries as (
@@ -56,7 +57,7 @@ entries as (
         pod_uid,
         is_init,
         -- requests win over limits; a resource with only a limit is requested at the limit
-        unnest(map_entries(map_concat(coalesce(c.limits, map()), coalesce(c.requests, map())))) as entry
+        {{ explode_merged_map('c.limits', 'c.requests') }} as entry
     from containers_flat
 ),
 
@@ -75,7 +76,7 @@ effective as (
 
 request_map as (
     -- every effective request under its verbatim resource name (the packer's constraints)
-    select cluster, pod_uid, map_from_entries(list(struct_pack(k := resource, v := qty) order by resource)) as requests
+    select cluster, pod_uid, map_from_entries({{ struct_list([['k', 'resource'], ['v', 'qty']]) }}) as requests
     from effective
     group by cluster, pod_uid
 ),
@@ -85,11 +86,10 @@ container_resources as (
     select
         cluster,
         pod_uid,
-        list(struct_pack(
-            name := c.name,
-            cpu_request := coalesce(c.requests['cpu'], c.limits['cpu']),
-            memory_request := coalesce(c.requests['memory'], c.limits['memory']),
-            memory_limit := c.limits['memory'])) as container_resources
+        {{ struct_list([['name', 'c.name'],
+                        ['cpu_request', "coalesce(c.requests['cpu'], c.limits['cpu'])"],
+                        ['memory_request', "coalesce(c.requests['memory'], c.limits['memory'])"],
+                        ['memory_limit', "c.limits['memory']"]]) }} as container_resources
     from containers_flat
     where not is_init
     group by cluster, pod_uid
@@ -103,10 +103,10 @@ resources as (
         sum(case when resource = 'memory' then qty else 0 end) as memory_request_bytes,
         sum(case when resource = 'nvidia.com/gpu' then qty else 0 end) as gpu_count_request,
         sum(case when resource = 'nvidia.com/gpu.shared' then qty else 0 end) as gpu_shared_request,
-        arg_max(case when resource like 'nvidia.com/mig-%' then resource end, case when resource like 'nvidia.com/mig-%' then qty end) as mig_resource,
+        {{ arg_max("case when resource like 'nvidia.com/mig-%' then resource end", "case when resource like 'nvidia.com/mig-%' then qty end") }} as mig_resource,
         max(case when resource like 'nvidia.com/mig-%' then qty end) as mig_count_request,
-        arg_max(case when {{ in_list('resource', var('other_accelerator_resources')) }} then resource end,
-                case when {{ in_list('resource', var('other_accelerator_resources')) }} then qty end) as other_accelerator_resource,
+        {%- set is_other = in_list('resource', var('other_accelerator_resources')) %}
+        {{ arg_max('case when ' ~ is_other ~ ' then resource end', 'case when ' ~ is_other ~ ' then qty end') }} as other_accelerator_resource,
         sum(case when {{ in_list('resource', var('other_accelerator_resources')) }} then qty else 0 end) as other_accelerator_request
     from effective
     group by cluster, pod_uid
@@ -128,20 +128,20 @@ final as (
         coalesce(l.labels['app'], l.labels['app.kubernetes.io/name']) as app_label,
         l.labels['{{ var("tier_label") }}'] as tier_label,
         coalesce(l.labels['workload-type'], l.labels['job-type'], l.labels['tier']) as batch_label,
-        try_cast(l.annotations['{{ var("gpu_milli_annotation") }}'] as double) as gpu_milli,
+        {{ safe_cast("l.annotations['" ~ var('gpu_milli_annotation') ~ "']", 'double') }} as gpu_milli,
         coalesce(lower(l.annotations['{{ var("checkpointed_annotation") }}']) in ('true', '1', 'yes'), false) as checkpointed,
         coalesce(r.cpu_request, 0) as cpu_request,
         coalesce(r.memory_request_bytes, 0) as memory_request_bytes,
         coalesce(r.gpu_count_request, 0) as gpu_count_request,
         coalesce(r.gpu_shared_request, 0) as gpu_shared_request,
         r.mig_resource,
-        regexp_extract(r.mig_resource, 'nvidia\.com/mig-(.*)$', 1) as mig_profile,
+        regexp_extract(r.mig_resource, 'nvidia[.]com/mig-(.*)$', 1) as mig_profile,
         coalesce(r.mig_count_request, 0) as mig_count_request,
         r.other_accelerator_resource,
         coalesce(r.other_accelerator_request, 0) as other_accelerator_request,
         -- a GPU-model constraint (nodeSelector on the GFD product label), for fragmentation task shapes
         l.node_selector['nvidia.com/gpu.product'] as gpu_model_constraint,
-        coalesce(rm.requests, map()) as requests,
+        coalesce(rm.requests, {{ empty_map('string', 'double') }}) as requests,
         cr.container_resources,
         l.last_seen
     from latest as l
@@ -151,6 +151,7 @@ final as (
         on l.cluster = rm.cluster and l.pod_uid = rm.pod_uid
     left join container_resources as cr
         on l.cluster = cr.cluster and l.pod_uid = cr.pod_uid
+    where l.row_in_pod = 1
 )
 
 select * from final

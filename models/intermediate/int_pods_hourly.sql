@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour']) }}
+{{ incremental_by(['cluster', 'hour']) }}
 -- depends_on: {{ ref('stg_k8s__pods') }}
 -- One row per pod per node per hour it was seen (node null while Pending and unscheduled):
 -- covered hours (exact, from the snapshot timeline). Terminated pods (Succeeded/Failed) hold no
@@ -40,7 +40,7 @@ final as (
         pod,
         pod_uid,
         node,
-        arg_max(phase, snapshot_ts) as phase,
+        {{ arg_max('phase', 'snapshot_ts') }} as phase,
         sum(covered_s) / 3600.0 as covered_hours,
         bool_or(is_first_in_hour) as in_first_snapshot
     from joined

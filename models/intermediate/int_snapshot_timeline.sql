@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'snapshot_ts']) }}
+{{ incremental_by(['cluster', 'snapshot_ts']) }}
 -- depends_on: {{ ref('stg_k8s__nodes') }}
 -- depends_on: {{ ref('stg_k8s__pods') }}
 -- Per cluster, the distinct snapshot times of nodes and pods form the timeline. A snapshot at t_k

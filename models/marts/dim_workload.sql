@@ -21,9 +21,9 @@ workloads as (
         namespace,
         workload_kind,
         workload,
-        mode(team) as team,
-        mode(tenant) as tenant,
-        mode(tier) as tier,
+        {{ mode_of('team') }} as team,
+        {{ mode_of('tenant') }} as tenant,
+        {{ mode_of('tier') }} as tier,
         bool_or(checkpointed) as checkpointed,
         count(*) as pods
     from pods

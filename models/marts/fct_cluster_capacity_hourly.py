@@ -134,30 +134,68 @@ def _since_filter(dbt, session, lookback_hours: float) -> str | None:
     if not dbt.is_incremental:
         return None
     lookback_us = int(round(lookback_hours * 3600e6))
-    rows = session.sql(f"select cluster, max(hour) from {dbt.this} group by cluster").fetchall()
+    rows = _rows(session.sql(f"select cluster, max(hour) from {dbt.this} group by cluster"))
     cases = " ".join(
-        f"when cluster = '{str(c).replace(chr(39), chr(39) * 2)}' then timestamp '{h}' - to_microseconds({lookback_us})"
+        f"when cluster = '{str(c).replace(chr(39), chr(39) * 2)}' then timestamp '{h}' - interval '{lookback_us} microseconds'"
         for c, h in rows if h is not None
     )
-    return f"hour >= (case {cases} else timestamp '-infinity' end)" if cases else None
+    return f"hour >= (case {cases} else timestamp '0001-01-01 00:00:00' end)" if cases else None
+
+
+# The same code runs on DuckDB (dbt-duckdb: relations) and Spark (transform/spark.py's session
+# submission: DataFrames); these three are the only engine-specific calls. The materialisation is
+# set per engine in fct_cluster_capacity_hourly.yml.
+def _pandas(rel) -> pd.DataFrame:
+    if not hasattr(rel, "toPandas"):
+        return rel.df()
+    df = rel.toPandas()
+    for f in rel.schema.fields:  # Spark hands timestamp_ntz over as Python objects
+        if f.dataType.typeName().startswith("timestamp"):
+            df[f.name] = pd.to_datetime(df[f.name])
+    return df
+
+
+def _rows(rel) -> list:
+    return [tuple(r) for r in rel.collect()] if hasattr(rel, "collect") else rel.fetchall()
+
+
+def _aggregate(rel, exprs: str, group: str):
+    if hasattr(rel, "groupBy"):
+        from pyspark.sql import functions as F
+
+        keys = [g.strip() for g in group.split(",")]
+        return rel.groupBy(*keys).agg(*[F.expr(e) for e in _split_top(exprs) if e not in keys])
+    return rel.aggregate(exprs, group)
+
+
+def _split_top(exprs: str) -> list[str]:
+    """Split a select list at its top-level commas."""
+    out, depth, cur = [], 0, ""
+    for ch in exprs:
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+            continue
+        depth += (ch == "(") - (ch == ")")
+        cur += ch
+    return [*out, cur.strip()] if cur.strip() else out
 
 
 def model(dbt, session):
-    dbt.config(materialized="incremental", incremental_strategy="delete+insert", unique_key=["cluster", "hour"])
     since = _since_filter(dbt, session, float(dbt.config.meta_get("incremental_lookback_hours")))
 
     def rel(r):
         return r.filter(since) if since else r
 
-    nodes = rel(dbt.ref("int_capacity_snapshot_nodes")).df()
-    pods = rel(dbt.ref("int_capacity_snapshot_pods")).df()
-    totals = rel(dbt.ref("fct_node_hourly")).aggregate(
+    nodes = _pandas(rel(dbt.ref("int_capacity_snapshot_nodes")))
+    pods = _pandas(rel(dbt.ref("int_capacity_snapshot_pods")))
+    totals = _pandas(_aggregate(rel(dbt.ref("fct_node_hourly")),
         "hour, cluster, sum(coalesce(gpu_capacity, 0) * covered_hours) as gpu_capacity, "
         "sum(allocated_gpu_hours) as gpu_allocated, sum(unallocated_gpu_hours) as gpu_unallocated, "
         "sum(node_cost_usd) as node_cost_usd, sum(unallocated_cost_usd) as unallocated_cost_usd",
         "hour, cluster",
-    ).df()
-    pending = rel(dbt.ref("int_pending_pods_hourly")).df()
+    ))
+    pending = _pandas(rel(dbt.ref("int_pending_pods_hourly")))
 
     nodes = nodes.sort_values(["cluster", "hour", "node"]).reset_index(drop=True)
     free = _free_matrix(nodes, pods)
@@ -165,6 +203,8 @@ def model(dbt, session):
     snapshot_capacity = nodes.groupby(["cluster", "hour"])["gpu_capacity"].sum().rename("snapshot_gpu_capacity").reset_index()
     lb = _lower_bound(nodes, pods) if len(nodes) else pd.DataFrame(columns=["cluster", "hour", "nodes_in_use", "nodes_lower_bound"])
 
+    for part in (totals, frag, snapshot_capacity, lb, pending):  # one key dtype, whatever the engine handed over
+        part["hour"] = pd.to_datetime(part["hour"])
     out = totals.merge(frag, on=["cluster", "hour"], how="left")
     out = out.merge(snapshot_capacity, on=["cluster", "hour"], how="left")
     out = out.merge(lb, on=["cluster", "hour"], how="left")
@@ -173,6 +213,10 @@ def model(dbt, session):
     out.loc[out["free_gpus"].isna(), "fragmentation_rate"] = np.nan
     out["fragmentation_capacity_share"] = out["fragmentation_gpus"] / out["snapshot_gpu_capacity"].where(out["snapshot_gpu_capacity"] > 0)
     out["binpack_efficiency"] = out["nodes_lower_bound"] / out["nodes_in_use"].where(out["nodes_in_use"] > 0)
+    # numbers, not objects, on both engines
+    out["nodes_in_use"] = pd.to_numeric(out["nodes_in_use"]).astype("float64")
+    out["nodes_lower_bound"] = pd.to_numeric(out["nodes_lower_bound"]).astype("Int64")
+    out["binpack_efficiency"] = pd.to_numeric(out["binpack_efficiency"]).astype("float64")
     for c in ["pending_pods", "pending_gpu_pods"]:
         out[c] = out[c].fillna(0).astype("int64")
     cols = [

@@ -1,4 +1,5 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour'], on_schema_change='append_new_columns') }}
+{{ incremental_by(['cluster', 'hour']) }}
+{{ config(on_schema_change='append_new_columns') }}
 -- depends_on: {{ ref('stg_usage__container_usage') }}
 -- Recommender evidence for the VPA-style CPU / memory strategy, per workload container and hour:
 -- samples, first / last sample time, peak working set, and two histograms in VPA's exponential
@@ -16,7 +17,7 @@ with usage as (
 ),
 
 workloads as (
-    select cluster, namespace, pod, arg_max(workload, pod_uid) as workload
+    select cluster, namespace, pod, {{ arg_max('workload', 'pod_uid') }} as workload
     from {{ ref('int_pod_attributes') }}
     group by cluster, namespace, pod
 ),
@@ -42,7 +43,7 @@ per_pod as (
     -- one scan: CPU bucket counts (g = 2) and per pod the hour's sample count, times and peak (g = 1)
     select
         cluster, hour, namespace, workload, container, pod, cb,
-        grouping(pod, cb) as g,
+        {{ grouping_bits(["pod", "cb"]) }} as g,
         count(*) as samples,
         count(cpu_cores) as cpu_samples,
         min(ts) as first_ts,
@@ -62,7 +63,7 @@ memory_buckets as (
 ),
 
 memory_hist as (
-    select cluster, hour, namespace, workload, container, list(struct_pack(b := b, n := n) order by b) as memory_hist
+    select cluster, hour, namespace, workload, container, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as memory_hist
     from memory_buckets
     group by cluster, hour, namespace, workload, container
 ),
@@ -79,9 +80,9 @@ final as (
         min(p.first_ts) as first_ts,
         max(p.last_ts) as last_ts,
         max(p.memory_peak_bytes) as memory_peak_bytes,
-        coalesce(list(struct_pack(b := p.cb, n := p.cpu_samples) order by p.cb)
-                 filter (where p.g = 2 and p.cb is not null), []) as cpu_hist,
-        coalesce(any_value(m.memory_hist), []) as memory_hist
+        coalesce({{ struct_list([['b', 'p.cb'], ['n', 'p.cpu_samples']], 'p.g = 2 and p.cb is not null') }},
+                 {{ empty_list_of_pairs() }}) as cpu_hist,
+        coalesce(any_value(m.memory_hist), {{ empty_list_of_pairs() }}) as memory_hist
     from per_pod as p
     left join memory_hist as m
         on p.cluster = m.cluster and p.hour = m.hour and p.namespace = m.namespace

@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour']) }}
+{{ incremental_by(['cluster', 'hour']) }}
 -- Every pod on a node, per hour (CPU-only pods too, with gpu_hours 0, so cost is conserved):
 -- GPU-hours allocated / utilised / idle / measured / unmeasured and the pod's cost, attributed.
 

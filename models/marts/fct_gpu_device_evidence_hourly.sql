@@ -1,4 +1,5 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour'], on_schema_change='append_new_columns') }}
+{{ incremental_by(['cluster', 'hour']) }}
+{{ config(on_schema_change='append_new_columns') }}
 -- depends_on: {{ ref('stg_dcgm__gpu_samples') }}
 -- Recommender evidence per pod, GPU device (or MIG instance) and hour, from the DCGM samples with
 -- the warehouse's clamped utilisation (staging, macros/formulas.sql sample_utilization):
@@ -23,7 +24,7 @@ bucketed as (
         cluster,
         {{ dbt.date_trunc('hour', 'ts') }} as hour,
         hostname,
-        coalesce(uuid, cast(gpu as varchar)) as device_id,
+        coalesce(uuid, cast(gpu as string)) as device_id,
         coalesce(mig_instance, -1) as mig_instance,
         namespace,
         pod,
@@ -38,7 +39,7 @@ bucketed as (
 per_bucket as (
     select
         cluster, hour, hostname, device_id, mig_instance, namespace, pod, ub, fbb,
-        grouping(ub, fbb) as g,
+        {{ grouping_bits(['ub', 'fbb']) }} as g,
         count(utilization) as samples,
         sum(utilization) as util_sum,
         max(utilization) as util_max,
@@ -61,15 +62,15 @@ per_device as (
         sum(case when g = 2 then fb_sum end) / nullif(sum(case when g = 2 then fb_samples end), 0) as fb_used_mean_mib,
         max(fb_used_max_mib) as fb_used_max_mib,
         max(fb_total_mib) as fb_total_mib,
-        list(struct_pack(b := ub, n := samples) order by ub) filter (where g = 1 and ub is not null) as util_hist,
-        list(struct_pack(b := fbb, n := fb_samples) order by fbb) filter (where g = 2 and fbb is not null) as fb_hist
+        {{ struct_list([['b', 'ub'], ['n', 'samples']], 'g = 1 and ub is not null') }} as util_hist,
+        {{ struct_list([['b', 'fbb'], ['n', 'fb_samples']], 'g = 2 and fbb is not null') }} as fb_hist
     from per_bucket
     group by cluster, hour, hostname, device_id, mig_instance, namespace, pod
 ),
 
 workloads as (
     -- samples carry the pod's name: its workload (a reused name: the newest UID's)
-    select cluster, namespace, pod, arg_max(workload, pod_uid) as workload
+    select cluster, namespace, pod, {{ arg_max('workload', 'pod_uid') }} as workload
     from {{ ref('int_pod_attributes') }}
     group by cluster, namespace, pod
 ),
@@ -90,8 +91,8 @@ final as (
         d.fb_used_mean_mib,
         d.fb_used_max_mib,
         d.fb_total_mib,
-        coalesce(d.util_hist, []) as util_hist,
-        coalesce(d.fb_hist, []) as fb_hist
+        coalesce(d.util_hist, {{ empty_list_of_pairs() }}) as util_hist,
+        coalesce(d.fb_hist, {{ empty_list_of_pairs() }}) as fb_hist
     from per_device as d
     left join workloads as w
         on d.cluster = w.cluster and d.namespace = w.namespace and d.pod = w.pod

@@ -14,9 +14,9 @@ effective as (
         p.instance_type,
         p.capacity_type,
         a.hour,
-        arg_max(p.usd_per_hour, p.effective_from) as usd_per_hour,
+        {{ arg_max('p.usd_per_hour', 'p.effective_from') }} as usd_per_hour,
         max(p.effective_from) as effective_from,
-        arg_max(p.effective_to, p.effective_from) as effective_to
+        {{ arg_max('p.effective_to', 'p.effective_from') }} as effective_to
     from {{ ref('stg_pricing__prices') }} as p
     cross join at_hour as a
     where p.effective_from <= a.hour and (p.effective_to is null or a.hour < p.effective_to)

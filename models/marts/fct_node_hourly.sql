@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour']) }}
+{{ incremental_by(['cluster', 'hour']) }}
 -- Per node per hour: capacity, cost split by resource, allocated and unallocated GPU-hours, and
 -- unallocated cost per resource = node resource cost − Σ pod resource cost, clamped at 0; the
 -- negative excess is overcommit (kept per resource and summed). Any part of the price no resource

@@ -1,4 +1,5 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster'], on_schema_change='append_new_columns') }}
+{{ incremental_by(['cluster']) }}
+{{ config(on_schema_change='append_new_columns') }}
 -- depends_on: {{ ref('stg_k8s__nodes') }}
 -- Every node of each cluster's latest node snapshot, with what consolidation and packing need
 -- (allocatable, labels, taints, GPU shape, capacity type) and its price per hour as the warehouse
@@ -17,7 +18,7 @@ latest as (
 ),
 
 prices as (
-    select cluster, node, arg_max(usd_per_hour, hour) as usd_per_hour, arg_max(price_source, hour) as price_source
+    select cluster, node, {{ arg_max('usd_per_hour', 'hour') }} as usd_per_hour, {{ arg_max('price_source', 'hour') }} as price_source
     from {{ ref('fct_node_hourly') }}
     where hour >= (select {{ dbt.dateadd('hour', -3, 'max(hour)') }} from {{ ref('fct_node_hourly') }})
     group by cluster, node
@@ -45,15 +46,17 @@ final as (
         coalesce(n.gpu_replicas, 1) as gpu_replicas,
         n.mig_config,
         n.mig_config is not null
-            or len(map_keys(coalesce(n.allocatable, n.capacity)).list_filter(lambda k: k like 'nvidia.com/mig-%')) > 0 as is_mig,
+            or {{ any_key_like('coalesce(n.allocatable, n.capacity)', 'nvidia.com/mig-%') }} as is_mig,
         coalesce(p.usd_per_hour, 0.0) as usd_per_hour,
-        coalesce(p.price_source, 'unpriced') as price_source
+        coalesce(p.price_source, 'unpriced') as price_source,
+        row_number() over (partition by n.cluster, n.node order by n.node_uid nulls last) as row_in_node
     from nodes as n
     inner join latest as l
         on n.cluster = l.cluster and n.snapshot_ts = l.snapshot_ts
     left join prices as p
         on n.cluster = p.cluster and n.node = p.node
-    qualify row_number() over (partition by n.cluster, n.node order by n.node_uid) = 1
 )
 
-select * from final
+select cluster, snapshot_ts, node, node_pool, provider, region, instance_type, capacity_type, unschedulable, allocatable, labels, taints, gpu_model, gpu_family, gpu_count, gpu_memory_mib, gpu_replicas, mig_config, is_mig, usd_per_hour, price_source
+from final
+where row_in_node = 1

@@ -1,4 +1,5 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster'], on_schema_change='append_new_columns') }}
+{{ incremental_by(['cluster']) }}
+{{ config(on_schema_change='append_new_columns') }}
 -- depends_on: {{ ref('stg_k8s__pods') }}
 -- The latest placements: every pod bound to a node (Running or Pending) in each cluster's latest pod
 -- snapshot, with its effective requests (int_pod_specs: the one definition), per-container
@@ -17,17 +18,20 @@ latest as (
     select cluster, max(snapshot_ts) as snapshot_ts from pods group by cluster
 ),
 
-placed as (
-    select p.*
+placed_ranked as (
+    select p.*, row_number() over (partition by p.cluster, p.namespace, p.pod order by p.pod_uid nulls last) as row_in_pod
     from pods as p
     inner join latest as l
         on p.cluster = l.cluster and p.snapshot_ts = l.snapshot_ts
     where p.node is not null and coalesce(p.phase, 'Running') in ('Running', 'Pending')
-    qualify row_number() over (partition by p.cluster, p.namespace, p.pod order by p.pod_uid) = 1
+),
+
+placed as (
+    select * from placed_ranked where row_in_pod = 1
 ),
 
 allocation as (
-    select cluster, pod_uid, arg_max(gpu_equiv, hour) as gpu_equiv, arg_max(gpu_resource, hour) as gpu_resource
+    select cluster, pod_uid, {{ arg_max('gpu_equiv', 'hour') }} as gpu_equiv, {{ arg_max('gpu_resource', 'hour') }} as gpu_resource
     from {{ ref('int_pod_allocation_hourly') }}
     where hour >= (select {{ dbt.dateadd('hour', -3, 'max(hour)') }} from {{ ref('int_pod_allocation_hourly') }})
     group by cluster, pod_uid
@@ -47,7 +51,7 @@ final as (
         coalesce(a.workload, p.owner_name, p.pod) as workload,
         coalesce(a.workload_kind, 'Pod') as workload_kind,
         coalesce(a.tier, 'batch') as tier,
-        coalesce(s.requests, map()) as requests,
+        coalesce(s.requests, {{ empty_map('string', 'double') }}) as requests,
         s.container_resources,
         coalesce(al.gpu_equiv, 0.0) as gpu_equiv,
         al.gpu_resource,

@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'day']) }}
+{{ incremental_by(['cluster', 'day'], ['cluster', 'day']) }}
 -- Showback and chargeback per (day, cluster, namespace, team, tenant).
 --   direct_cost_usd       Σ pod cost of the row.
 --   shared_cost_usd       a recipient's share of the day's shared pool = Σ direct cost of the shared

@@ -1,4 +1,4 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'day']) }}
+{{ incremental_by(['cluster', 'day'], ['cluster', 'day']) }}
 -- fct_gpu_allocation_hourly rolled up per UTC day and workload (one row per day, cluster, namespace,
 -- workload, team, tenant, tier, GPU model and GPU resource). The team page and reports read 30 days of
 -- per-workload totals from here instead of ~30 × 24 hourly rows per pod. Every measure is a plain sum

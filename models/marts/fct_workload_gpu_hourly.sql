@@ -1,4 +1,5 @@
-{{ config(materialized='incremental', incremental_strategy='delete+insert', unique_key=['cluster', 'hour'], on_schema_change='append_new_columns', post_hook="{{ create_evidence_window_macros() }}") }}
+{{ incremental_by(['cluster', 'hour']) }}
+{{ config(on_schema_change='append_new_columns', post_hook="{{ create_evidence_window_macros() }}") }}
 -- Recommender evidence per GPU workload and hour: every workload-hour that held GPUs
 -- (fct_gpu_allocation_hourly, gpu_hours > 0: its GPU-hours and cost) with its DCGM evidence summed
 -- over its pods and devices (fct_gpu_device_evidence_hourly): samples, mean / p50 / p95 / max
@@ -26,10 +27,10 @@ workload_hours as (
         namespace,
         workload,
         hour,
-        arg_max(tier, gpu_hours) as tier,
-        arg_max(workload_kind, gpu_hours) as workload_kind,
-        arg_max(gpu_model, gpu_hours) as gpu_model,
-        arg_max(gpu_resource, gpu_hours) as gpu_resource,
+        {{ arg_max('tier', 'gpu_hours', tie_break=true) }} as tier,
+        {{ arg_max('workload_kind', 'gpu_hours', tie_break=true) }} as workload_kind,
+        {{ arg_max('gpu_model', 'gpu_hours', tie_break=true) }} as gpu_model,
+        {{ arg_max('gpu_resource', 'gpu_hours', tie_break=true) }} as gpu_resource,
         count(distinct pod) as pods,
         max(gpu_equiv) as gpu_equiv_per_pod,
         sum(gpu_hours) as gpu_hours,
@@ -55,22 +56,22 @@ stats as (
 
 util_rows as (
     select cluster, namespace, workload, hour, e.b as b, e.n as n
-    from (select cluster, namespace, workload, hour, unnest(util_hist) as e from devices) as u
+    from (select cluster, namespace, workload, hour, {{ explode_list('util_hist') }} as e from devices) as u
 ),
 
 fb_rows as (
     select cluster, namespace, workload, hour, e.b as b, e.n as n
-    from (select cluster, namespace, workload, hour, unnest(fb_hist) as e from devices) as f
+    from (select cluster, namespace, workload, hour, {{ explode_list('fb_hist') }} as e from devices) as f
 ),
 
 util_merged as (
-    select cluster, namespace, workload, hour, list(struct_pack(b := b, n := n) order by b) as util_hist
+    select cluster, namespace, workload, hour, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as util_hist
     from (select cluster, namespace, workload, hour, b, sum(n) as n from util_rows group by all) as m
     group by cluster, namespace, workload, hour
 ),
 
 fb_merged as (
-    select cluster, namespace, workload, hour, list(struct_pack(b := b, n := n) order by b) as fb_hist
+    select cluster, namespace, workload, hour, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as fb_hist
     from (select cluster, namespace, workload, hour, b, sum(n) as n from fb_rows group by all) as m
     group by cluster, namespace, workload, hour
 ),
@@ -113,8 +114,8 @@ final as (
         {{ fb_bucket_value('fq.p95') }} as fb_used_p95_mib,
         s.fb_used_max_mib,
         s.fb_total_mib,
-        coalesce(um.util_hist, []) as util_hist,
-        coalesce(fm.fb_hist, []) as fb_hist
+        coalesce(um.util_hist, {{ empty_list_of_pairs() }}) as util_hist,
+        coalesce(fm.fb_hist, {{ empty_list_of_pairs() }}) as fb_hist
     from workload_hours as w
     left join stats as s
         on w.cluster = s.cluster and w.namespace = s.namespace and w.workload = s.workload and w.hour = s.hour
