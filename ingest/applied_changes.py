@@ -57,7 +57,7 @@ def applied_change_rows(engine: Engine) -> dict[str, list[dict[str, Any]]]:
             .order_by(audit_log.c.seq))
     with engine.connect() as conn:
         found = conn.execute(q).mappings().all()
-        ended: dict[str, datetime] = {}
+        ended: dict[str, datetime | None] = {}
         for row in conn.execute(ends).mappings():
             ended.setdefault(row["change_id"], as_utc(row["at"]))  # the first end after the apply
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)

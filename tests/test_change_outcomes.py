@@ -211,3 +211,71 @@ def test_export_lands_each_change_once_and_a_rerun_replaces_it(loop: dict[str, A
 def test_hours_per_month_var_is_the_recommenders() -> None:
     doc = yaml.safe_load((ROOT / "dbt_project.yml").read_text())
     assert float(doc["vars"]["hours_per_month"]) == HOURS_PER_MONTH
+
+
+def test_api_change_carries_its_outcome(loop: dict[str, Any]) -> None:
+    from fastapi.testclient import TestClient
+
+    from api.app import create_app
+    from api.auth import TokenStore
+    from api.config import ApiSettings
+
+    settings = loop["settings"]
+    store = TokenStore(settings.home / "api-tokens.yaml")
+    lead, other = store.create("lee", ["team-lead:data-eng"]), store.create("wes", ["team-lead:web"])
+    app = create_app(settings, api_settings=ApiSettings(), clock=lambda: END)
+    with TestClient(app) as client:
+        res = client.get(f"/v1/changes/{loop['reclaim']}", headers={"Authorization": f"Bearer {lead}"})
+        assert res.status_code == 200, res.text
+        out = res.json()["outcome"]
+        mart = loop["outcomes"][loop["reclaim"]]
+        assert out["outcome_status"] == "measured" and out["window_days"] == 2
+        assert out["realized_monthly_savings_usd"] == pytest.approx(mart["realized_monthly_savings_usd"], rel=1e-12)
+        assert out["realized_to_estimated"] == pytest.approx(mart["realized_to_estimated"], rel=1e-12)
+        assert out["after_start_day"] == _day(3) and out["idle_pct_after"] is None and out["regression"] is False
+        res = client.get(f"/v1/changes/{loop['reclaim']}", headers={"Authorization": f"Bearer {other}"})
+        assert res.status_code == 404  # another team's change, outcome included, is not found
+
+
+def test_monthly_report_shows_savings_realized(loop: dict[str, Any]) -> None:
+    from gpufinops.views.budgets import BudgetSettings
+    from reports.build import build_report
+
+    settings = loop["settings"]
+    con = connect(settings.warehouse_path, read_only=True)
+    try:
+        report = build_report(con, settings, BudgetSettings(), "monthly", "finance")
+    finally:
+        con.close()
+    want = sum(r["realized_savings_usd"] for r in loop["monthly"])
+    assert report.totals["savings_realized_usd"] == pytest.approx(want, rel=1e-12) and want > 0
+    assert set(report.tables["change_outcomes"]["change_id"]) == {loop["reclaim"], loop["serving"]}
+    assert "Savings realized by applied changes" in report.html() and f"${want:,.2f}" in report.html()
+
+
+def test_finance_and_approvals_pages_show_outcomes(loop: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("GPUFINOPS_HOME", str(loop["settings"].home))
+    monkeypatch.setenv("GPUFINOPS_CONFIG", str(loop["settings"].config))
+    monkeypatch.delenv("GPUFINOPS_CHANGE_POLICY", raising=False)
+    monkeypatch.setenv("GPUFINOPS_DASHBOARD_DEMO", "1")
+    want = sum(r["realized_savings_usd"] for r in loop["monthly"])
+
+    def page(role: str, name: str) -> AppTest:
+        at = AppTest.from_file(str(ROOT / "dashboards" / "app.py"), default_timeout=120)
+        at.query_params["role"] = role
+        at.run()
+        at.switch_page(f"views/{name}.py").run()
+        assert not at.exception, [e.value for e in at.exception]
+        return at
+
+    fin = page("finance", "finance")
+    metric = next(m for m in fin.metric if m.label.startswith("Savings realized this month"))
+    assert metric.value == f"${want:,.2f}"
+    appr = page("platform-admin", "approvals")
+    history = next(df.value for df in appr.dataframe if "realized_monthly_savings_usd" in df.value.columns)
+    assert set(history["change_id"]) == {loop["reclaim"], loop["serving"]}
+    lead = page("team-lead:web", "approvals")  # a team lead sees its own team's outcomes only
+    shown = [df.value for df in lead.dataframe if "realized_monthly_savings_usd" in df.value.columns]
+    assert [set(d["change_id"]) for d in shown] == [{loop["serving"]}]
