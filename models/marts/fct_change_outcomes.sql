@@ -208,16 +208,17 @@ measured as (
 ),
 
 final as (
+    -- cost_regressed: up by more than rounding (1e-9 relative + 1e-9 USD)
     select
         m.*,
         case when m.est_monthly_savings_usd > 0
              then m.realized_monthly_savings_usd / m.est_monthly_savings_usd
         end as realized_to_estimated,
-        coalesce(m.cost_after_usd > m.cost_before_usd, false) as cost_regressed,
+        coalesce(m.cost_after_usd > m.cost_before_usd * (1 + 1e-9) + 1e-9, false) as cost_regressed,
         coalesce(m.requests_before > 0
                  and m.requests_after < m.requests_before * (1 - {{ var('change_outcome_requests_drop_pct') }}),
                  false) as requests_regressed,
-        coalesce(m.cost_after_usd > m.cost_before_usd, false)
+        coalesce(m.cost_after_usd > m.cost_before_usd * (1 + 1e-9) + 1e-9, false)
             or coalesce(m.requests_before > 0
                         and m.requests_after < m.requests_before * (1 - {{ var('change_outcome_requests_drop_pct') }}),
                         false) as regression,
