@@ -52,3 +52,22 @@ def test_only_applied_changes_land_and_a_rollback_becomes_ended_at(tmp_path: Pat
     assert row["status"] == "rolled_back" and row["ended_at"] == T0 + timedelta(days=2)
     assert row["applied_at"] == T0 and row["est_monthly_savings_usd"] is None  # made without a recommendation
     assert len(list((lake / "applied_changes").rglob("*.parquet"))) == 1
+
+
+def test_ingest_all_runs_the_changes_source(tmp_path: Path) -> None:
+    from gpufinops.settings import Settings
+    from ingest.schedule import run_all_once
+
+    config = tmp_path / "gpufinops.yaml"
+    config.write_text("sources:\n  - {kind: changes}\n")
+    settings = Settings(home=tmp_path, config=config)
+    engine = open_app_db(settings.effective_app_db_url)
+    svc = ChangeService(engine, Policy.load(None), team_of=lambda c, ns: "web", clock=lambda: T0)
+    c = svc.create(actor=LEAD, kind="set_autoscaling", cluster="c1", namespace="web", target_kind="Deployment",
+                   target_name="api", current={}, proposed={"min_replicas": 1}, ticket="WEB-2")
+    svc.approve(c.id, actor=OTHER, reason="ok")
+    svc.begin_apply(c.id, actor=OTHER)
+    svc.finish_apply(c.id, actor=OTHER, ok=True, result={})
+    (outcome,) = run_all_once(settings)
+    assert outcome.ok and outcome.kind == "changes" and outcome.detail == "1 applied change(s)", outcome
+    assert [r["change_id"] for r in _rows(settings.lake_dir)] == [c.id]
