@@ -523,9 +523,13 @@ def change_outcomes(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFram
     where, params = _team_filter(scope)
     fleet = " or team is null" if scope.fleet else ""
     cols = ", ".join(c for c in OUTCOME_COLUMNS)
-    return _df(cur, f"select kind, cluster, namespace, target_kind, target_name, team, status, applied_at, {cols} "
-                    f"from fct_change_outcomes where (true{where}){fleet} order by applied_at desc, change_id",
-               params)
+    df = _df(cur, f"select kind, cluster, namespace, target_kind, target_name, team, status, applied_at, {cols} "
+                  f"from fct_change_outcomes where (true{where}){fleet} order by applied_at desc, change_id",
+             params)
+    for c in [c for c in df.columns if c.endswith("_day")]:
+        if pd.api.types.is_datetime64_any_dtype(df[c]):
+            df[c] = df[c].dt.date  # DuckDB dates arrive as midnight timestamps
+    return df
 
 
 @_query
