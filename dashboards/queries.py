@@ -46,6 +46,9 @@ __all__ = [
     "node_allocation",
     "stranded_gpus",
     "pending_gpu_pods",
+    "change_outcomes",
+    "savings_realized",
+    "change_calibration",
 ]
 
 CACHE_TTL_S = int(os.environ.get("GPUFINOPS_DASHBOARD_CACHE_TTL_S", "300"))
@@ -113,6 +116,9 @@ capacity_hourly = _cached("capacity_hourly")
 node_allocation = _cached("node_allocation")
 stranded_gpus = _cached("stranded_gpus")
 pending_gpu_pods = _cached("pending_gpu_pods")
+change_outcomes = _cached("change_outcomes")
+savings_realized = _cached("savings_realized")
+change_calibration = _cached("change_calibration")
 
 
 def recommendations(warehouse: Warehouse, scope: Scope, kinds: tuple[str, ...] | None = None) -> pd.DataFrame | None:

@@ -59,7 +59,7 @@ class AttributionSettings(_Strict):
 class SourceConfig(_Strict):
     """One scheduled source for ``gpufinops ingest all`` (a list of these under ``sources:``)."""
 
-    kind: Literal["k8s", "dcgm", "usage", "prices", "billing"]
+    kind: Literal["k8s", "dcgm", "usage", "prices", "billing", "changes"]  # changes: the app DB's applied changes
     cluster: str | None = None
     prometheus_url: str | None = None
     kubeconfig: Path | None = None

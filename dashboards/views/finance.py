@@ -98,6 +98,10 @@ else:
     table(by_status, "bill_reconciliation_status")
     table(bill, "bill_reconciliation_daily")
 
+from dashboards.outcomes_panel import savings_realized_panel  # noqa: E402
+
+savings_realized_panel(wh, scope, as_of)
+
 from dashboards.focus_download import focus_download  # noqa: E402 - the section renders last
 
 focus_download(wh, start, as_of)
