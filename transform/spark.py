@@ -201,7 +201,7 @@ def enable_session_python_models() -> None:
 
     if getattr(SparkAdapter, "_gpufinops_session_helper", False):
         return
-    base = SparkAdapter.python_submission_helpers.fget
+    base = SparkAdapter.python_submission_helpers.fget  # type: ignore[attr-defined]  # a property
 
     def helpers(self: Any) -> dict[str, Any]:
         return {**base(self), "session": SessionPythonJobHelper}
