@@ -171,3 +171,26 @@ def test_simulate_a_fleet_cluster_from_the_marts(fleet):
     assert r["seeds"] == 1 and 0 < r["final_alloc_pct"] <= 100 and gpus > 0
     bad = CliRunner().invoke(app, ["--home", str(fleet.home), "simulate", "--cluster", "nope"])
     assert bad.exit_code != 0 and "nope" in bad.output
+
+
+def test_fleet_input_carries_the_pods_gpu_model_constraint(small_lake_build, tmp_path):
+    # the small lake's milli-f pod has a required node-affinity In list on the GPU product
+    # (tests/fixtures/warehouse/small_lake.py); a warehouse built before the column reads "any model"
+    import shutil
+    from datetime import timedelta
+
+    import duckdb
+
+    from simulator.warehouse import load_fleet
+
+    settings = small_lake_build[0]
+    _, work = load_fleet(settings.warehouse_path, "c1", timedelta(days=7))
+    spec = dict(zip(work.names, work.gpu_spec, strict=True))
+    assert spec["milli-f"] == "NVIDIA-A100-SXM4-80GB|NVIDIA-H100-80GB-HBM3"
+    assert spec["train-a"] == "" and spec["share-c"] == ""
+    old = tmp_path / "old.duckdb"
+    shutil.copy(settings.warehouse_path, old)
+    with duckdb.connect(str(old)) as con:
+        con.execute("alter table fct_gpu_allocation_hourly drop column gpu_model_constraint")
+    _, work_old = load_fleet(old, "c1", timedelta(days=7))
+    assert work_old.names == work.names and set(work_old.gpu_spec) == {""}
