@@ -399,40 +399,7 @@ def _repack(st: _State, order_by: str = "gpu") -> bool:
             opened[i] = True
         st._place(j, i)
     st.open = opened
-    if not _home_first(st, order, opened):
-        _relabel(st, order, fixed)
-    return True
-
-
-def _fit_mask(st: _State, j: int, allowed: np.ndarray) -> np.ndarray:
-    fit = allowed & st.compat[j] & np.all(st.used + st.req[j] <= st.cap + 1e-6, axis=1)
-    if st.whole[j] > 0:
-        fit &= ~st.device_level | ((st.dev_free >= 1.0 - _EPS).sum(axis=1) >= st.whole[j])
-    elif st.frac[j] > 0:
-        fit &= ~st.device_level | (st.dev_free.max(axis=1) >= st.frac[j] - _EPS)
-    return fit
-
-
-def _home_first(st: _State, order: list[int], keep: np.ndarray) -> bool:
-    """The repack's node set kept, the pods placed again in the same order, each on its own node
-    when that node is kept and still has room, else best fit among the kept nodes. False (the
-    repack's placement restored) when a pod no longer fits."""
-    snap = _snapshot(st)
-    for j in order:
-        st._remove(j)
-    size = np.where(st.cap > 0, st.cap, 1.0)
-    for j in order:
-        fit = _fit_mask(st, j, keep)
-        if not fit.any():
-            _restore(st, snap)
-            return False
-        home = int(st.orig[j])
-        if fit[home]:
-            i = home
-        else:
-            cand = np.flatnonzero(fit)
-            i = int(cand[np.argmin(((st.cap[cand] - st.used[cand] - st.req[j]) / size[cand]).sum(axis=1))])
-        st._place(j, i)
+    _relabel(st, order, fixed)
     return True
 
 
@@ -709,7 +676,7 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
     plan.stats = {
         "ffd_s": round(t_ffd, 3), "total_s": round(time.perf_counter() - t0, 3), "cp_sat_rounds": rounds, "cp_sat_improvements": improved,
         "ffd_nodes_after": drain_plan.nodes_after, "ffd_evictions": len(drain_plan.moves),
-        "repack_nodes_after": repack_after, "start": ffd_plan.solver,
+        "repack_nodes_after": repack_after,
     }
     return plan
 
