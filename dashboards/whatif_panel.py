@@ -51,7 +51,7 @@ def render(ctx: Any, clusters: list[str]) -> None:
         st.caption("No what-if stored for this cluster yet.")
         return
     k = st.columns(4)
-    k[0].metric(f"Allocated at 100 % arrival ({result['scenario']['policy']})",
+    k[0].metric(f"Allocated at the end of arrival ({result['scenario']['policy']})",
                 f"{result['scenario']['final_alloc_pct']:.1f} %",
                 delta=f"{result['scenario']['final_alloc_pct'] - result['baseline']['final_alloc_pct']:+.1f} pp "
                       f"vs {result['baseline']['policy']}")

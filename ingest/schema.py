@@ -34,6 +34,17 @@ _TOLERATION = pa.struct(
         pa.field("effect", pa.string()),
     ]
 )
+# One match expression of a required node-affinity term (spec.affinity.nodeAffinity.
+# requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[term].matchExpressions[]):
+# terms are ORed, a term's expressions ANDed (Kubernetes' rule; models/README.md).
+_AFFINITY_EXPR = pa.struct(
+    [
+        pa.field("term", pa.int32()),
+        pa.field("key", pa.string()),
+        pa.field("operator", pa.string()),
+        pa.field("label_values", pa.list_(pa.string())),
+    ]
+)
 _TAINT = pa.struct(
     [pa.field("key", pa.string()), pa.field("value", pa.string()), pa.field("effect", pa.string())]
 )
@@ -119,6 +130,8 @@ TABLES: dict[str, LandingTable] = {
                 # Scheduling constraints, so consolidation plans respect them.
                 pa.field("node_selector", _STR_MAP),
                 pa.field("tolerations", pa.list_(_TOLERATION)),
+                # added later: lakes written before it read it as null (macros/landing.sql lake_scan)
+                pa.field("required_node_affinity", pa.list_(_AFFINITY_EXPR)),
             ],
             "snapshot_ts",
             ("snapshot_ts", "namespace", "pod"),

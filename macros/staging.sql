@@ -32,7 +32,7 @@
   {%- elif table == 'k8s_pods' -%}
     select cluster, {{ utc('snapshot_ts') }} as snapshot_ts, namespace, pod, uid as pod_uid, node, phase,
            qos_class, priority, priority_class, owner_kind, owner_name, labels, annotations,
-           containers, init_containers, {{ utc('start_time') }} as start_time, node_selector, tolerations
+           containers, init_containers, {{ utc('start_time') }} as start_time, node_selector, tolerations, required_node_affinity
     from {{ relation }}
   {%- elif table == 'k8s_namespaces' -%}
     select cluster, {{ utc('snapshot_ts') }} as snapshot_ts, namespace, labels, annotations

@@ -50,6 +50,7 @@ _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 class PackingSettings(BaseModel):
     time_limit_s: float = Field(default=5.0, ge=0, description="CP-SAT improvement budget per node pool")
     use_cp_sat: bool = True
+    use_repack: bool = Field(default=True, description="also try a best-fit repack of the whole pool as the start")
     allow_serving_moves: bool = False
     movable_tiers: list[str] = Field(default_factory=lambda: ["training", "batch", "interactive", "serving"])
     neighbourhood_nodes: int = Field(default=24, ge=2, description="nodes per CP-SAT neighbourhood")
@@ -343,6 +344,124 @@ def _drain_ffd(st: _State) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# stage 1b: repack from scratch (best-fit decreasing), then keep pods where they are
+
+
+def _repack(st: _State, order_by: str = "gpu") -> bool:
+    """Every movable pod taken off and placed again, largest GPU request first, on the open node
+    it fits best (least normalised room left: the simulator's BestFit score, DESIGN §3), a node
+    opening only when none fits (the biggest first; the pod's own node when it is one of them).
+    Nodes of one shape are then relabelled so that each keeps as many of its own pods as
+    possible. Returns False (state untouched) when a pod fits nowhere or a PodDisruptionBudget
+    is involved (the drain stage respects those budgets move by move)."""
+    if st.has_pdb:
+        return False
+    snap = _snapshot(st)
+    opened0 = st.open.copy()
+    movable = [j for j in range(len(st.pods)) if st.movable[j] and not st.ds[j]]
+    for j in movable:
+        st._remove(j)
+    fixed = np.zeros(len(st.nodes), bool)
+    for i in range(len(st.nodes)):
+        fixed[i] = any(not st.ds[j] for j in st.pods_on[i])
+    capmax = np.maximum(st.cap.max(axis=0), _EPS)
+    if order_by == "gpu":  # GPUs first: whole, then shares largest first (device best-fit decreasing)
+        order = sorted(movable, key=lambda j: (-st.whole[j], -st.frac[j], -float((st.req[j] / capmax).sum())))
+    else:  # the hardest first: the largest share of the smallest node's capacity, any resource
+        capmin = np.maximum(np.where(st.cap > 0, st.cap, np.inf).min(axis=0), _EPS)
+        ndev_min = max(int((st.dev_free >= -0.5).sum(axis=1).min()), 1)
+        order = sorted(movable, key=lambda j: -max(float((st.req[j] / capmin).max(initial=0.0)),
+                                                   (st.whole[j] + st.frac[j]) / ndev_min))
+    size = np.where(st.cap > 0, st.cap, 1.0)
+    ndev = np.maximum((st.dev_free >= -0.5).sum(axis=1), 1)
+    node_rank = np.lexsort((-(st.cap / capmax).sum(axis=1), -st.dev_free.clip(0).sum(axis=1)))
+    opened = fixed.copy()
+    ok_all = st.target_ok | fixed
+    for j in order:
+        fit = ok_all & st.compat[j] & np.all(st.used + st.req[j] <= st.cap + 1e-6, axis=1)
+        if st.whole[j] > 0:
+            fit &= ~st.device_level | ((st.dev_free >= 1.0 - _EPS).sum(axis=1) >= st.whole[j])
+        elif st.frac[j] > 0:
+            fit &= ~st.device_level | (st.dev_free.max(axis=1) >= st.frac[j] - _EPS)
+        cand = np.flatnonzero(fit & opened)
+        if cand.size:
+            room = ((st.cap[cand] - st.used[cand] - st.req[j]) / size[cand]).sum(axis=1)
+            room += np.where(st.device_level[cand], (st.dev_free[cand].clip(0).sum(axis=1) - st.whole[j] - st.frac[j])
+                             / ndev[cand], 0.0)
+            i = int(cand[np.argmin(room)])
+        else:
+            closed = node_rank[(fit & ~opened)[node_rank]]
+            if not closed.size:
+                _restore(st, snap)
+                st.open = opened0
+                return False
+            i = int(st.orig[j]) if fit[st.orig[j]] and not opened[st.orig[j]] else int(closed[0])
+            opened[i] = True
+        st._place(j, i)
+    st.open = opened
+    _relabel(st, order, fixed)
+    return True
+
+
+def _relabel(st: _State, order: list[int], fixed: np.ndarray) -> None:
+    """Swap the contents of interchangeable nodes (same capacities, devices and pod
+    compatibility, none holding an unmovable pod) so that pods stay on their own node where the
+    packing allows: greedily, the (content, node) pairs sharing the most pods first."""
+    groups: dict[tuple, list[int]] = {}
+    for i in range(len(st.nodes)):
+        if fixed[i] or any(st.ds[j] and st.devs[j] for j in st.pods_on[i]):
+            continue
+        ds_used = tuple(sum((st.req[j] for j in st.pods_on[i] if st.ds[j]), np.zeros(st.cap.shape[1])))
+        key = (tuple(st.cap[i]), ds_used, int((st.dev_free[i] >= -0.5).sum()), bool(st.target_ok[i]),
+               st.compat[:, i].tobytes(), float(st.price[i]))
+        groups.setdefault(key, []).append(i)
+    target = st.assign.copy()
+    moved = set(order)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        contents = {i: [j for j in st.pods_on[i] if j in moved] for i in members}
+        pairs = []
+        for src in members:
+            counts: dict[int, int] = {}
+            for j in contents[src]:
+                if st.orig[j] in contents:
+                    counts[int(st.orig[j])] = counts.get(int(st.orig[j]), 0) + 1
+            pairs += [(-c, src, dst) for dst, c in counts.items()]
+        pairs.sort()
+        src_done: set[int] = set()
+        dst_done: set[int] = set()
+        mapping: dict[int, int] = {}
+        for _, src, dst in pairs:
+            if src not in src_done and dst not in dst_done:
+                mapping[src] = dst
+                src_done.add(src)
+                dst_done.add(dst)
+        rest_src = [i for i in members if i not in src_done and (contents[i] or st.open[i])]
+        rest_dst = [i for i in members if i not in dst_done]
+        # contents without a match go to the free interchangeable nodes, open ones first
+        rest_dst.sort(key=lambda i: not st.open[i])
+        for src, dst in zip(rest_src, rest_dst, strict=False):
+            mapping[src] = dst
+        for src, dst in mapping.items():
+            for j in contents[src]:
+                target[j] = dst
+        new_open = st.open.copy()
+        for i in members:
+            new_open[i] = False
+        for src, dst in mapping.items():
+            new_open[dst] = bool(st.open[src])
+        if int(new_open[members].sum()) != int(st.open[members].sum()):
+            continue
+        st.open[members] = new_open[members]
+    # replay the placement in the same order onto the relabelled nodes (device choice included)
+    for j in order:
+        st._remove(j)
+    for j in order:
+        st._place(j, int(target[j]))
+
+
+# ---------------------------------------------------------------------------------------------
 # stage 2: CP-SAT large-neighbourhood search
 
 
@@ -524,16 +643,30 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
     for i in range(len(st.nodes)):  # nodes with nothing but DaemonSets are free already
         if not any(not st.ds[j] for j in st.pods_on[i]):
             st.open[i] = False
+    start = _snapshot(st)
     _drain_ffd(st)
-    t_ffd = time.perf_counter() - t0
     ffd = _snapshot(st)
-    ffd_plan = _plan_of(st, nodes, pods, "ffd")
+    ffd_plan = drain_plan = _plan_of(st, nodes, pods, "ffd")
+    repack_after = -1
     solver = "ffd"
+    # the better of drain-FFD and a best-fit repack (fewer nodes, then fewer evictions) starts
+    # the improvement; the repack is verified like any plan
+    for order_by in ("gpu", "hardest") if settings.use_repack else ():
+        _restore(st, _copy(start))
+        if not _repack(st, order_by):
+            continue
+        repack_plan = _plan_of(st, nodes, pods, "repack")
+        repack_after = repack_plan.nodes_after if repack_after < 0 else min(repack_after, repack_plan.nodes_after)
+        if (not check_plan(nodes, pods, repack_plan, settings, pdb_allowed)
+                and (repack_plan.nodes_after, len(repack_plan.moves)) < (ffd_plan.nodes_after, len(ffd_plan.moves))):
+            ffd, ffd_plan, solver = _snapshot(st), repack_plan, "repack"
+    _restore(st, _copy(ffd))
+    t_ffd = time.perf_counter() - t0
     rounds = improved = 0
     at_bound = ffd_plan.nodes_after <= ffd_plan.lower_bound and not ffd_plan.moves  # nothing left to gain
     if settings.use_cp_sat and settings.time_limit_s > 0 and len(nodes) > 1 and not at_bound:
         rounds, improved = _improve(st, settings, ffd_plan.lower_bound)
-        solver = "ffd+cp-sat"
+        solver += "+cp-sat"
     plan = _plan_of(st, nodes, pods, solver)
     if check_plan(nodes, pods, plan, settings, pdb_allowed):
         _restore(st, ffd)
@@ -542,7 +675,8 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
         plan = _plan_of(_State(nodes, pods, settings, pdb_allowed), nodes, pods, "none")
     plan.stats = {
         "ffd_s": round(t_ffd, 3), "total_s": round(time.perf_counter() - t0, 3), "cp_sat_rounds": rounds, "cp_sat_improvements": improved,
-        "ffd_nodes_after": ffd_plan.nodes_after, "ffd_evictions": len(ffd_plan.moves),
+        "ffd_nodes_after": drain_plan.nodes_after, "ffd_evictions": len(drain_plan.moves),
+        "repack_nodes_after": repack_after,
     }
     return plan
 
@@ -554,6 +688,12 @@ def _snapshot(st: _State) -> tuple:
 
 def _restore(st: _State, snap: tuple) -> None:
     st.assign, st.devs, st.open, st.used, st.dev_free, st.pods_on = snap
+
+
+def _copy(snap: tuple) -> tuple:
+    assign, devs, open_, used, dev_free, pods_on = snap
+    return (assign.copy(), [list(d) for d in devs], open_.copy(), used.copy(), dev_free.copy(),
+            [set(x) for x in pods_on])
 
 
 def _plan_of(st: _State, nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], solver: str) -> PackingPlan:

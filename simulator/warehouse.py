@@ -1,5 +1,6 @@
 """The fleet's own inputs from the warehouse marts (never the lake): nodes from ``dim_node``, pod
-shapes seen in a window from ``fct_gpu_allocation_hourly``, and the $/GPU-hour from
+shapes seen in a window from ``fct_gpu_allocation_hourly`` (GPU-equivalents, CPU and memory
+requests, allowed GPU models), and the $/GPU-hour from
 ``fct_node_hourly``."""
 
 from __future__ import annotations
@@ -34,8 +35,13 @@ def load_fleet(path: Path | str, cluster: str, window: timedelta) -> tuple[Inven
             "select node, coalesce(gpu_model, ''), coalesce(gpu_capacity, 0), coalesce(cpu_capacity, 0), "
             "coalesce(memory_capacity_gib, 0), coalesce(node_pool, '') from dim_node "
             "where cluster = ? and last_hour >= ? order by node", [cluster, start]).fetchall()
+        # the pod's allowed GPU models ('|'-separated); a warehouse built before the column: any model
+        cols = {r[0] for r in con.execute("select column_name from information_schema.columns "
+                                          "where table_name = 'fct_gpu_allocation_hourly'").fetchall()}
+        constraint = "coalesce(gpu_model_constraint, '')" if "gpu_model_constraint" in cols else "''"
         pods = con.execute(
-            "select pod, arg_max(gpu_equiv, hour), arg_max(cpu_request, hour), arg_max(memory_request_gib, hour) "
+            "select pod, arg_max(gpu_equiv, hour), arg_max(cpu_request, hour), arg_max(memory_request_gib, hour), "
+            f"arg_max({constraint}, hour) "
             "from fct_gpu_allocation_hourly where cluster = ? and hour > ? and hour <= ? and gpu_equiv > 0 "
             "group by pod order by pod", [cluster, start, end]).fetchall()
     finally:
@@ -47,7 +53,7 @@ def load_fleet(path: Path | str, cluster: str, window: timedelta) -> tuple[Inven
                     np.array([int(r[2]) for r in nodes], np.int64), [r[1] if r[2] else "" for r in nodes],
                     [r[5] for r in nodes])
     ng, gm = [], []
-    for _, e, _c, _m in pods:
+    for _, e, _c, _m, _g in pods:
         e = float(e)
         if e >= 1 - 1e-9:
             ng.append(int(round(e)))
@@ -57,7 +63,7 @@ def load_fleet(path: Path | str, cluster: str, window: timedelta) -> tuple[Inven
             gm.append(max(1, int(round(e * MILLI))))
     work = Workload([r[0] for r in pods], np.array([int(round(float(r[2] or 0) * MILLI)) for r in pods], np.int64),
                     np.array([int(round(float(r[3] or 0) * 1024)) for r in pods], np.int64),
-                    np.array(ng, np.int64), np.array(gm, np.int64), [""] * len(pods))
+                    np.array(ng, np.int64), np.array(gm, np.int64), [str(r[4] or "") for r in pods])
     return inv, work
 
 

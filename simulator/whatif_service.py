@@ -1,8 +1,8 @@
 """A priced what-if for one fleet cluster: the simulator on the warehouse's nodes and pod shapes,
 against a baseline, priced at the fleet's $/GPU-hour, stored under the home.
 
-GPUs freed = (GPUs the scenario allocates − GPUs the baseline allocates) at 100 % arrival of the
-window's workload − the GPUs the scenario adds to the inventory (so buying nodes is not "free").
+GPUs freed = (GPUs the scenario allocates − GPUs the baseline allocates) at the end of the arrival
+of the window's workload (tuned to 130 % of capacity, ``final_alloc_pct``) − the GPUs the scenario adds to the inventory (so buying nodes is not "free").
 A positive figure is capacity the fleet would not need to buy for the same work; it is priced as
 GPUs freed × $/GPU-hour (``fct_node_hourly``: GPU cost ÷ GPU capacity-hours over the window) ×
 730 h/month.

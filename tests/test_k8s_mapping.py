@@ -242,6 +242,35 @@ def test_serving_pod_priority_and_selector(dump_items: list[dict[str, Any]]) -> 
     assert row["node_selector"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
 
 
+def _affinity_pod(affinity: Any) -> dict[str, Any]:
+    return {"kind": "Pod", "metadata": {"name": "p", "namespace": "ml", "uid": "u"},
+            "spec": {"containers": [], "affinity": affinity}}
+
+
+def test_required_node_affinity_is_flattened_per_term() -> None:
+    gpu = "nvidia.com/gpu.product"
+    affinity = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": gpu, "operator": "In", "values": ["V100M32", "V100M16", "V100M16"]}]},
+            {"matchExpressions": [{"key": "zone", "operator": "Exists"}], "matchFields": [{"key": "x"}]},
+        ]},
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": {}}],
+    }}
+    row = pod_row(_affinity_pod(affinity), TS, OwnerIndex())
+    assert row["required_node_affinity"] == [
+        {"term": 0, "key": gpu, "operator": "In", "label_values": ["V100M16", "V100M32"]},
+        {"term": 1, "key": "zone", "operator": "Exists", "label_values": []},
+    ]
+    assert pod_row(_affinity_pod(None), TS, OwnerIndex())["required_node_affinity"] == []
+
+
+def test_bad_node_affinity_names_the_pod_and_term() -> None:
+    bad = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "k", "operator": "In", "values": "a"}]}]}}}
+    with pytest.raises(InputError, match=r"Pod ml/p.*nodeSelectorTerms\[0\].matchExpressions\[0\].values"):
+        pod_row(_affinity_pod(bad), TS, OwnerIndex())
+
+
 def test_bad_pod_quantity_names_pod_container_and_value(dump_items: list[dict[str, Any]]) -> None:
     obj = json.loads(json.dumps(_by(dump_items, "Pod", "llm-api-7d9f8b6c5d-x2k4p")))
     obj["spec"]["containers"][0]["resources"]["requests"]["memory"] = "64GB"

@@ -74,3 +74,21 @@ def test_task_distribution_truncates_at_95_percent() -> None:
 def test_device_free_fractions_best_fit_descending() -> None:
     # Whole GPU on device 0; then 0.6 -> device 1, 0.5 -> device 2, 0.3 -> the fullest that fits (device 1).
     assert device_free_fractions(4, 1, [0.5, 0.3, 0.6]).tolist() == pytest.approx([0.0, 0.1, 0.5, 1.0])
+
+
+def test_capacity_module_reads_the_warehouse_model_set() -> None:
+    # gpufinops.capacity, the one formula: int_pod_specs.gpu_model_constraint's "A|B" form (a required
+    # node-affinity In list) allows either model; another model or a node without one strands the
+    # free GPUs, for a shared shape too; empty = any model
+    from gpufinops.capacity import node_fragmentation as capacity_frag
+    from gpufinops.capacity import parse_gpu_models
+
+    assert parse_gpu_models("V100M32|V100M16") == frozenset({"V100M16", "V100M32"})
+    assert parse_gpu_models("") is None and parse_gpu_models(None) is None
+    shape = TaskShape(1, 1, 0.5, parse_gpu_models("V100M16|V100M32"))
+    free = np.array([[0.6], [0.6], [0.6], [0.6]], float)
+    f = capacity_frag(free, np.full(4, 8.0), ["V100M16", "V100M32", "T4", None], [shape], [1.0])
+    assert f.tolist() == pytest.approx([0.0, 0.0, 0.6, 0.6])
+    anyone = capacity_frag(free, np.full(4, 8.0), ["V100M16", "V100M32", "T4", None],
+                           [TaskShape(1, 1, 0.5, parse_gpu_models(""))], [1.0])
+    assert anyone.tolist() == pytest.approx([0.0, 0.0, 0.0, 0.0])

@@ -32,8 +32,8 @@ def pod(name: str, on: str, cpu: float, mem: float = GIB, gpus: int = 0, tier: s
                         owner_kind=owner, owner_name=name, **kw)  # type: ignore[arg-type]
 
 
-FFD_ONLY = PackingSettings(use_cp_sat=False)
-CP = PackingSettings(time_limit_s=5)
+FFD_ONLY = PackingSettings(use_cp_sat=False, use_repack=False)
+CP = PackingSettings(time_limit_s=5, use_repack=False)
 
 
 def test_cp_sat_improves_where_drain_ffd_is_stuck() -> None:
@@ -49,13 +49,24 @@ def test_cp_sat_improves_where_drain_ffd_is_stuck() -> None:
     assert check_plan(nodes, pods, plan) == []
 
 
+def test_repack_frees_what_drain_ffd_cannot_and_keeps_pods_home() -> None:
+    # the same pool: a best-fit-decreasing repack of every pod (5,5 | 4,3,3) needs two nodes with
+    # no CP-SAT; relabelling puts each bin on a node holding some of its own pods: two stay home
+    nodes = [node("n0"), node("n1"), node("n2")]
+    pods = [pod("a5", "n0", 5), pod("b4", "n0", 4), pod("c5", "n1", 5), pod("d3", "n1", 3), pod("e3", "n2", 3)]
+    plan = pack_pool(nodes, pods, PackingSettings(use_cp_sat=False))
+    assert plan.nodes_after == 2 == plan.lower_bound and plan.solver == "repack"
+    assert not check_plan(nodes, pods, plan) and len(plan.moves) <= 3
+    assert plan.stats["ffd_nodes_after"] == 3 and plan.stats["repack_nodes_after"] == 2
+
+
 def test_neighbourhood_search_on_a_pool_larger_than_one_neighbourhood() -> None:
     # The stuck 5,5,4,3,3 pattern plus four full nodes, with neighbourhoods of 4 nodes: the search
     # still finds the node to free (the full nodes take nothing, so the bound is 2 + 4 = 6).
     nodes = [node(f"n{i}") for i in range(3)] + [node(f"f{i}") for i in range(4)]
     pods = [pod("a5", "n0", 5), pod("b4", "n0", 4), pod("c5", "n1", 5), pod("d3", "n1", 3), pod("e3", "n2", 3)]
     pods += [pod(f"full{i}", f"f{i}", 10) for i in range(4)]
-    plan = pack_pool(nodes, pods, PackingSettings(time_limit_s=6, neighbourhood_nodes=4))
+    plan = pack_pool(nodes, pods, PackingSettings(time_limit_s=6, neighbourhood_nodes=4, use_repack=False))
     assert pack_pool(nodes, pods, FFD_ONLY).nodes_after == 7
     assert plan.nodes_after == 6 and plan.stats["cp_sat_improvements"] >= 1
     assert check_plan(nodes, pods, plan) == []

@@ -173,12 +173,23 @@ def test_capacity_fragmentation_and_lower_bound(full_build):
     # spot8 4 free, ts 0.5, mig 6/7, nop [1, 1]. Shapes of the 8 workload pods (the DaemonSet is a
     # system pod): (1 cpu, 0.25) x2 and six singletons (p = 1/8), one of them CPU-only (cpu-h, 4 cores).
     # The whole-GPU shapes fragment 1 GPU (a+b+c), 2 GPUs (a+b+c), 4 GPUs (a+b+c + nop's 2); the
-    # CPU-only shape strands every free GPU (the FGD authors' rule, DESIGN §3).
+    # CPU-only shape strands every free GPU (the FGD authors' rule, DESIGN §3). milli-f's required
+    # node affinity allows A100-80GB or H100 only, so the T4 node's free 0.5 strands its 0.47 shape.
     a, b, c = 0.53, 0.5, 6 / 7
     assert free == pytest.approx(4.53 + 4 + b + c + 2)
-    assert frag == pytest.approx((3 * (a + b + c) + 2 + free) / 8)
+    assert frag == pytest.approx((3 * (a + b + c) + 2 + free + b) / 8)
     # pools: test.8gpu (7.47 GPUs on 8-GPU nodes -> 1), test.ts, test.mig, test.unknown -> 4; in use 5
     assert (lb, in_use) == (4, 5)
+
+
+def test_gpu_model_constraint_from_required_node_affinity(full_build):
+    # terms ORed, a term's In lists intersected; a term that does not name the product lifts it
+    settings, _, _ = full_build
+    rows = dict(_q(settings, "select pod, gpu_model_constraint from int_pod_specs where pod in ('milli-f', 'share-c', 'train-a')"))
+    assert rows == {"milli-f": "NVIDIA-A100-SXM4-80GB|NVIDIA-H100-80GB-HBM3", "share-c": None, "train-a": None}
+    # carried to the pod facts `gpufinops simulate --cluster` reads
+    (got,) = _q(settings, "select distinct gpu_model_constraint from fct_gpu_allocation_hourly where pod = 'milli-f'")
+    assert got == ("NVIDIA-A100-SXM4-80GB|NVIDIA-H100-80GB-HBM3",)
 
 
 def test_bill_reconciliation(full_build):

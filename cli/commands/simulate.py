@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
         chart: Annotated[Path | None, typer.Option("--chart", help="Allocation-curve PNG [default: simulate.png under the home].")] = None,
     ) -> None:
-        """Allocated GPUs and FGD fragmentation at 100 % arrival, per policy (means over seeds)."""
+        """Allocated GPUs at the end of the arrival and FGD fragmentation at 100 % arrival, per policy (means over seeds)."""
         from simulator.engine import POLICIES
         from simulator.inputs import SimInputError, load_openb_nodes, load_openb_pods
         from simulator.report import format_table

@@ -150,6 +150,39 @@ def _str_map(value: Any, where: str) -> dict[str, str]:
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
 
 
+def _required_node_affinity(affinity: Any, where: str) -> list[dict[str, Any]]:
+    """The match expressions of the pod's required node affinity, flattened with their term index
+    (terms are ORed, a term's expressions ANDed); values kept as a sorted set. Preferred affinity and
+    matchFields are not scheduling constraints on labels and are left out."""
+    if not affinity:
+        return []
+    if not isinstance(affinity, Mapping):
+        raise InputError(f"{where}: expected an object, got {type(affinity).__name__}")
+    node_affinity = affinity.get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {} \
+        if isinstance(node_affinity, Mapping) else None
+    terms = (required.get("nodeSelectorTerms") or []) if isinstance(required, Mapping) else None
+    if not isinstance(terms, list):
+        raise InputError(f"{where}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution: "
+                         "expected nodeSelectorTerms to be a list")
+    out: list[dict[str, Any]] = []
+    for i, term in enumerate(terms):
+        exprs = (term.get("matchExpressions") or []) if isinstance(term, Mapping) else None
+        if not isinstance(exprs, list):
+            raise InputError(f"{where}.nodeAffinity nodeSelectorTerms[{i}]: expected matchExpressions to be a list")
+        for j, e in enumerate(exprs):
+            if not isinstance(e, Mapping) or not e.get("key") or not e.get("operator"):
+                raise InputError(f"{where}.nodeAffinity nodeSelectorTerms[{i}].matchExpressions[{j}]: "
+                                 "expected an object with key and operator")
+            values = e.get("values") or []
+            if not isinstance(values, list):
+                raise InputError(f"{where}.nodeAffinity nodeSelectorTerms[{i}].matchExpressions[{j}].values: "
+                                 f"expected a list, got {type(values).__name__}")
+            out.append({"term": i, "key": str(e["key"]), "operator": str(e["operator"]),
+                        "label_values": sorted({str(v) for v in values if v is not None})})
+    return out
+
+
 def _first(labels: Mapping[str, str], keys: tuple[str, ...]) -> str | None:
     for key in keys:
         value = labels.get(key)
@@ -281,6 +314,7 @@ def pod_row(obj: Mapping[str, Any], snapshot_ts: datetime, owners: OwnerIndex) -
             for t in spec.get("tolerations") or []
             if isinstance(t, Mapping)
         ],
+        "required_node_affinity": _required_node_affinity(spec.get("affinity"), f"{where} spec.affinity"),
     }
 
 

@@ -1,5 +1,5 @@
 -- One row per pod (cluster, pod UID): team, tenant (attribution precedence), priority tier,
--- workload identity and the checkpointed flag.
+-- workload identity, the checkpointed flag and the GPU models the pod may use.
 
 with specs as (
     select * from {{ ref('int_pod_specs') }}
@@ -21,6 +21,7 @@ final as (
         coalesce(s.owner_kind, 'Pod') as workload_kind,
         coalesce(s.owner_name, s.pod) as workload,
         s.checkpointed,
+        s.gpu_model_constraint,
         coalesce(n.is_shared, false) as is_shared_namespace
     from specs as s
     left join namespaces as n

@@ -38,6 +38,7 @@ latest as (
         p.containers,
         p.init_containers,
         p.node_selector,
+        p.required_node_affinity,
         l.last_seen,
         row_number() over (partition by p.cluster, p.pod_uid order by p.namespace, p.pod) as row_in_pod
     from pods as p
@@ -112,6 +113,62 @@ resources as (
     group by cluster, pod_uid
 ),
 
+affinity_exprs as (
+    -- the match expressions of the pod's required node affinity (term index, key, operator, values)
+    select cluster, pod_uid, {{ explode_list('required_node_affinity') }} as e
+    from latest
+    where row_in_pod = 1
+),
+
+affinity_flat as (
+    select cluster, pod_uid, e.term as term, e.key as label_key, e.operator as op, e.label_values as label_values
+    from affinity_exprs
+),
+
+affinity_terms as (
+    -- per term: how many `In` expressions it has on the GPU product label
+    select
+        cluster,
+        pod_uid,
+        term,
+        sum(case when label_key = 'nvidia.com/gpu.product' and op = 'In' then 1 else 0 end) as product_in_exprs
+    from affinity_flat
+    group by cluster, pod_uid, term
+),
+
+affinity_pods as (
+    -- terms are ORed: the products are constrained only when every term constrains them
+    select cluster, pod_uid
+    from affinity_terms
+    group by cluster, pod_uid
+    having min(product_in_exprs) > 0
+),
+
+product_values as (
+    select cluster, pod_uid, term, {{ explode_list('label_values') }} as product
+    from affinity_flat
+    where label_key = 'nvidia.com/gpu.product' and op = 'In'
+),
+
+term_products as (
+    -- a term's expressions are ANDed: a product the term allows is in every one of its In lists
+    select distinct v.cluster, v.pod_uid, v.product
+    from product_values as v
+    inner join affinity_terms as t
+        on v.cluster = t.cluster and v.pod_uid = t.pod_uid and v.term = t.term
+    group by v.cluster, v.pod_uid, v.term, v.product, t.product_in_exprs
+    having count(*) = t.product_in_exprs
+),
+
+gpu_affinity as (
+    -- the union over the terms, '|'-separated and sorted (the FGD authors' `A|B` form)
+    select tp.cluster, tp.pod_uid, {{ sorted_string_agg('tp.product', '|') }} as gpu_products
+    from term_products as tp
+    inner join affinity_pods as ap
+        on tp.cluster = ap.cluster and tp.pod_uid = ap.pod_uid
+    group by tp.cluster, tp.pod_uid
+),
+
 final as (
     select
         l.cluster,
@@ -139,8 +196,9 @@ final as (
         coalesce(r.mig_count_request, 0) as mig_count_request,
         r.other_accelerator_resource,
         coalesce(r.other_accelerator_request, 0) as other_accelerator_request,
-        -- a GPU-model constraint (nodeSelector on the GFD product label), for fragmentation task shapes
-        l.node_selector['nvidia.com/gpu.product'] as gpu_model_constraint,
+        -- the GPU models the pod may use, for fragmentation task shapes (models/README.md): a
+        -- nodeSelector on the GFD product label, else a required node-affinity In list on it
+        coalesce(l.node_selector['nvidia.com/gpu.product'], ga.gpu_products) as gpu_model_constraint,
         coalesce(rm.requests, {{ empty_map('string', 'double') }}) as requests,
         cr.container_resources,
         l.last_seen
@@ -151,6 +209,8 @@ final as (
         on l.cluster = rm.cluster and l.pod_uid = rm.pod_uid
     left join container_resources as cr
         on l.cluster = cr.cluster and l.pod_uid = cr.pod_uid
+    left join gpu_affinity as ga
+        on l.cluster = ga.cluster and l.pod_uid = ga.pod_uid
     where l.row_in_pod = 1
 )
 

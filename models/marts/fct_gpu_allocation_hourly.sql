@@ -1,4 +1,5 @@
 {{ incremental_by(['cluster', 'hour']) }}
+{{ config(on_schema_change='append_new_columns') }}
 -- Every pod on a node, per hour (CPU-only pods too, with gpu_hours 0, so cost is conserved):
 -- GPU-hours allocated / utilised / idle / measured / unmeasured and the pod's cost, attributed.
 
@@ -46,7 +47,9 @@ final as (
         c.cpu_cost_usd,
         c.memory_cost_usd,
         c.gpu_cost_usd + c.cpu_cost_usd + c.memory_cost_usd as total_cost_usd,
-        coalesce(a.is_shared_namespace, false) as is_shared_namespace
+        coalesce(a.is_shared_namespace, false) as is_shared_namespace,
+        -- the GPU models the pod may use ('|'-separated; null = any), for `gpufinops simulate --cluster`
+        a.gpu_model_constraint
     from costs as c
     left join attributes as a
         on c.cluster = a.cluster and c.pod_uid = a.pod_uid
