@@ -3,9 +3,12 @@ proposing / approving the team's changes."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import streamlit as st
 
 from dashboards import charts, queries
+from dashboards.budget_panel import budget_panel
 from dashboards.session import current
 from dashboards.unit_cost_panel import unit_cost_panel
 from dashboards.widgets import change_actions, money, pct, table, window
@@ -53,6 +56,11 @@ if not daily.empty:
     table(daily, f"team_{team}_daily")
 
 unit_cost_panel(wh, team_scope, start, end)
+
+st.subheader("Budget")
+budget_panel(queries.budget_status(wh, team_scope, end - timedelta(days=1), ctx.dashboard.budgets_file,
+                                   tuple(ctx.dashboard.budget_alert_thresholds)), ctx.dashboard.budgets_file,
+             key=f"team_{team}_budget")
 
 st.subheader("Most idle workloads")
 idle = queries.idle_workloads(wh, team_scope, start, end, limit=10)
