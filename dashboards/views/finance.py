@@ -9,7 +9,7 @@ import streamlit as st
 from dashboards import charts, queries
 from dashboards.session import current
 from dashboards.budget_panel import budget_panel
-from dashboards.widgets import money, pct, table, window
+from dashboards.widgets import money, money_short, pct, table, window
 from gpufinops.views.budgets import fleet_forecast
 
 ctx = current()
@@ -38,12 +38,15 @@ total = lines["total_usd"].sum()
 
 st.caption(f"{start} to {as_of} (UTC). Charged back to teams + unrecovered = total cost.")
 k = st.columns(5)
-k[0].metric("Total cost", money(total))
-k[1].metric("Charged back to teams", money(lines["charged_to_teams_usd"].sum()))
-k[2].metric("Unallocated (idle capacity)", money(lines["unallocated_usd"].sum()))
-k[3].metric("Idle-allocated GPU cost", money(lines["idle_usd"].sum()),
-            help="GPU cost of allocated GPUs that sat idle: GPU part × (1 − utilisation).")
-k[4].metric(f"Forecast, end of {as_of:%b}", money(forecast.forecast, cents=False),
+charged, unallocated, idle = (lines[c].sum() for c in ("charged_to_teams_usd", "unallocated_usd", "idle_usd"))
+# short amounts ($905.2k) so five tiles fit side by side; the exact figure is in each tile's help
+k[0].metric("Total cost", money_short(total), help=f"Exactly {money(total)}.")
+k[1].metric("Charged back to teams", money_short(charged), help=f"Exactly {money(charged)}.")
+k[2].metric("Unallocated (idle capacity)", money_short(unallocated), help=f"Exactly {money(unallocated)}.")
+k[3].metric("Idle-allocated GPU cost", money_short(idle),
+            help=f"Exactly {money(idle)}: GPU cost of allocated GPUs that sat idle, GPU part × (1 − utilisation).")
+k[4].metric(f"Forecast, end of {as_of:%b}",
+            money(forecast.forecast, cents=False) if forecast.forecast < 100_000 else money_short(forecast.forecast),
             help=f"Month to date {money(forecast.month_to_date)} + {forecast.days_left} days × "
                  f"run rate {money(forecast.run_rate_per_day)}/day (mean of the last {forecast.run_rate_days} days).")
 
