@@ -10,7 +10,7 @@ import base64
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from typing import Protocol
 
 import duckdb

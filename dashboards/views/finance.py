@@ -7,8 +7,8 @@ from datetime import timedelta
 import streamlit as st
 
 from dashboards import charts, queries
-from dashboards.session import current
 from dashboards.budget_panel import budget_panel
+from dashboards.session import current
 from dashboards.widgets import money, money_short, pct, table, window
 from gpufinops.views.budgets import fleet_forecast
 

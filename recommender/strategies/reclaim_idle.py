@@ -175,7 +175,7 @@ class ReclaimIdleGpu(Strategy[ReclaimIdleSettings]):
             return block, 24.0, days, ev
         returns = (block[-1] + 1) % 24  # the first hour of day with requests above the threshold
         off = len(block) - lead_s / 3600.0
-        up_min = int(round((block[0] * 60 + off * 60))) % (24 * 60)
+        up_min = int(round(block[0] * 60 + off * 60)) % (24 * 60)
         ev.update(predicted_first_request_utc=f"{returns:02d}:00",
                   scale_up_at_utc=f"{up_min // 60:02d}:{up_min % 60:02d}",
                   requests_max_in_window=max(hs[h] for hs in full.values() for h in block),
