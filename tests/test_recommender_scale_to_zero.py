@@ -92,10 +92,15 @@ def test_a_lead_time_that_does_not_fit_before_traffic_returns_rejects_the_window
 def test_unmeasured_hours_are_not_zero_requests() -> None:
     gaps = _requests(NIGHT)
     for h in [h for h in gaps if h.day == 14 and h.hour == 3]:
-        del gaps[h]  # no counter samples: that day is not evidence; two full days remain
+        del gaps[h]  # no counter samples at 03:00 on the 14th: that hour has two days of evidence
     [r] = _run(_wl(gaps))
-    assert r.evidence["request_days"] == DAYS - 1
+    assert r.evidence["request_days"] == DAYS and r.evidence["request_days_per_hour_min"] == DAYS - 1
+    # needing three days, 03:00 no longer qualifies: the blocks 01-03 and 04-07 are too short
     assert _run(_wl(gaps), min_days_for_daily_pattern=3) == []
+    # a day with traffic at 03:00 is not hidden by the gap: one busy day is enough to drop the hour
+    busy = dict(gaps)
+    busy[next(h for h in busy if h.day == 13 and h.hour == 3)] = 9.0
+    assert _run(_wl(busy)) == []
 
 
 def test_without_counters_gpu_duty_still_decides() -> None:

@@ -147,39 +147,40 @@ class ReclaimIdleGpu(Strategy[ReclaimIdleSettings]):
     def _request_window(self, w: WorkloadGpuUsage) -> tuple[list[int], float, int, dict[str, object]]:
         """The daily window from the request counters: (hours of day, hours really off per day, days, evidence).
 
-        The evidence days are the UTC days the workload held GPUs in every hour of the day with counter
-        samples; an hour of day qualifies when its requests are at most ``scale_to_zero_max_requests`` on
-        each of them (at least ``min_days_for_daily_pattern``). Of the longest contiguous block, the hours
-        before traffic returns minus the warm-up lead time are off; the window qualifies only when those
-        are at least ``scale_to_zero_min_hours``."""
+        An hour of day qualifies when the counters measured it (samples while the workload held GPUs) on
+        at least ``min_days_for_daily_pattern`` days and its requests were at most
+        ``scale_to_zero_max_requests`` on every one of them; an hour without samples is unmeasured, never
+        0 requests. Traffic returns in the first hour after the longest contiguous block of qualifying
+        hours (one with requests above the threshold, or not measured: then the window ends early). Of the
+        block, the hours before that minus the warm-up lead time are off; the window qualifies only when
+        those are at least ``scale_to_zero_min_hours``."""
         s = self.settings
         assert w.requests_hourly is not None
         held = {h.hour for h in w.hourly if h.gpu_hours > 0}
-        by_day: dict[object, dict[int, float]] = {}
+        by_hod: dict[int, list[float]] = {}
         for hour, n in w.requests_hourly.items():
             if hour in held:
-                by_day.setdefault(hour.date(), {})[hour.hour] = n
-        full = {d: hs for d, hs in by_day.items() if len(hs) == 24}  # a day measured in every hour
-        days = len(full)
+                by_hod.setdefault(hour.hour, []).append(n)
+        days = len({hour.date() for hour in w.requests_hourly if hour in held})
         lead_s, lead_source = self._warmup(w)
         ev: dict[str, object] = {"request_threshold": s.scale_to_zero_max_requests, "request_days": days,
                                  "warmup_lead_seconds": lead_s, "warmup_source": lead_source}
-        if days < s.min_days_for_daily_pattern:
-            return [], 0.0, days, ev
-        quiet = sorted(hod for hod in range(24) if all(hs[hod] <= s.scale_to_zero_max_requests for hs in full.values()))
+        quiet = sorted(hod for hod, ns in by_hod.items()
+                       if len(ns) >= s.min_days_for_daily_pattern and max(ns) <= s.scale_to_zero_max_requests)
         block = _longest_block(quiet)
         if not block:
             return [], 0.0, days, ev
         if len(block) == 24:  # no traffic on any day: nothing to warm up for
             ev.update(predicted_first_request_utc=None, requests_max_in_window=0.0)
             return block, 24.0, days, ev
-        returns = (block[-1] + 1) % 24  # the first hour of day with requests above the threshold
+        returns = (block[-1] + 1) % 24  # the first hour of day with requests above the threshold (or unmeasured)
         off = len(block) - lead_s / 3600.0
         up_min = int(round(block[0] * 60 + off * 60)) % (24 * 60)
         ev.update(predicted_first_request_utc=f"{returns:02d}:00",
                   scale_up_at_utc=f"{up_min // 60:02d}:{up_min % 60:02d}",
-                  requests_max_in_window=max(hs[h] for hs in full.values() for h in block),
-                  requests_at_return_max=max(hs[returns] for hs in full.values()))
+                  requests_max_in_window=max(n for h in block for n in by_hod[h]),
+                  requests_at_return_max=max(by_hod[returns]) if returns in by_hod else None,
+                  request_days_per_hour_min=min(len(by_hod[h]) for h in block))
         if off < s.scale_to_zero_min_hours:
             ev["rejected"] = (f"the warm-up lead time {lead_s:.0f} s leaves {max(off, 0):.2f} h off of the "
                               f"{len(block)} quiet hours; {s.scale_to_zero_min_hours} needed")
