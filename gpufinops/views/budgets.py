@@ -148,8 +148,8 @@ def budget_status(rates: pd.DataFrame, budgets: Iterable[Budget], scope: Scope,
     dim = next((int(r["days_in_month"]) for r in by_id.values()), None)
     rows = []
     for b in budgets:
-        if b.team is not None and not scope.allows_team(b.team):
-            continue
+        if scope.teams is not None and (b.team is None or not scope.allows_team(b.team)):
+            continue  # a budget of no known team is finance's and the admins' only
         r = by_id.get(b.scope_id, {})
         days_in_month = int(r.get("days_in_month") or dim or 30)
         per_month = b.usd_month if b.usd_month is not None else float(b.usd_day or 0) * days_in_month
