@@ -288,7 +288,9 @@ class ChangeService:
         return self.create(
             actor=actor, kind=kind, cluster=rec["cluster"], namespace=rec["namespace"], target_kind=target_kind,
             target_name=target_name, current=current, proposed=proposed, ticket=ticket,
-            reason=reason or f"from recommendation {rec_id}", evidence=dict(rec["evidence"] or {}),
+            reason=reason or f"from recommendation {rec_id}",
+            # the estimate as it stood when the change was proposed (fct_change_outcomes compares with it)
+            evidence={**dict(rec["evidence"] or {}), "est_monthly_savings_usd": rec["est_monthly_savings_usd"]},
             evidence_at=evidence_at, recommendation_id=rec_id, idempotency_key=idempotency_key,
         )
 

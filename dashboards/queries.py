@@ -49,6 +49,9 @@ __all__ = [
     "pending_gpu_pods",
     "budget_run_rates",
     "budget_status",
+    "change_outcomes",
+    "savings_realized",
+    "change_calibration",
 ]
 
 CACHE_TTL_S = int(os.environ.get("GPUFINOPS_DASHBOARD_CACHE_TTL_S", "300"))
@@ -136,6 +139,9 @@ def _budget_status(warehouse: Warehouse, version: str | None, scope: Scope, as_o
                                                         budget_alert_thresholds=list(thresholds)),
                              warehouse.app_db_url, as_of)
     return status
+change_outcomes = _cached("change_outcomes")
+savings_realized = _cached("savings_realized")
+change_calibration = _cached("change_calibration")
 
 
 def recommendations(warehouse: Warehouse, scope: Scope, kinds: tuple[str, ...] | None = None) -> pd.DataFrame | None:

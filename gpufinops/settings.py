@@ -37,7 +37,7 @@ class CostSettings(_Strict):
     # residual: GPU part = price − vCPU × r_cpu − GiB × r_mem (seeds/reference_rates.csv), falling
     # back to the weights below residual_floor_fraction of the price; weights: GPU:vCPU:GiB weights.
     split_method: Literal["residual", "weights"] = "residual"
-    residual_floor_fraction: float = Field(0.1, ge=0.0, lt=1.0)
+    residual_floor_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
     gpu_weight: float = Field(default=9.0, ge=0)
     vcpu_weight: float = Field(default=0.9, ge=0)
     gib_weight: float = Field(default=0.1, ge=0)
@@ -59,7 +59,7 @@ class AttributionSettings(_Strict):
 class SourceConfig(_Strict):
     """One scheduled source for ``gpufinops ingest all`` (a list of these under ``sources:``)."""
 
-    kind: Literal["k8s", "dcgm", "usage", "prices", "billing"]
+    kind: Literal["k8s", "dcgm", "usage", "prices", "billing", "changes"]  # changes: the app DB's applied changes
     cluster: str | None = None
     prometheus_url: str | None = None
     kubeconfig: Path | None = None

@@ -86,12 +86,21 @@ def _billing(settings: Settings, src: SourceConfig) -> str:
     return f"{len(result.files)} FOCUS file(s)"
 
 
+def _changes(settings: Settings, src: SourceConfig) -> str:
+    from gpufinops.appdb import open_app_db
+    from ingest.applied_changes import export_applied_changes
+
+    result = export_applied_changes(open_app_db(settings.effective_app_db_url), settings.lake_dir, quality=settings)
+    return f"{sum(result.rows.values())} applied change(s)"
+
+
 RUNNERS: dict[str, Callable[[Settings, SourceConfig], str]] = {
     "k8s": _k8s,
     "dcgm": _prometheus("dcgm"),
     "usage": _prometheus("usage"),
     "prices": _prices,
     "billing": _billing,
+    "changes": _changes,
 }
 
 

@@ -193,6 +193,28 @@ TABLES: dict[str, LandingTable] = {
             ("ts",),
         ),
         _t(
+            "applied_changes",
+            [
+                # Every change of the app DB that was applied (changes/export.py), one row per change;
+                # re-exported whole on every run, so a later rollback or verification lands too.
+                pa.field("applied_at", TS),
+                pa.field("change_id", pa.string()),
+                pa.field("kind", pa.string()),
+                pa.field("namespace", pa.string()),  # null for node actions
+                pa.field("target_kind", pa.string()),
+                pa.field("target_name", pa.string()),
+                pa.field("team", pa.string()),
+                pa.field("recommendation_id", pa.string()),
+                pa.field("status", pa.string()),
+                pa.field("verified_at", TS),
+                pa.field("ended_at", TS),  # rolled back or failed after it was applied: no longer in effect
+                pa.field("est_monthly_savings_usd", pa.float64()),  # the recommendation's estimate
+            ],
+            "applied_at",
+            ("change_id",),
+            ("applied_at", "change_id", "kind", "target_kind", "target_name", "status"),
+        ),
+        _t(
             "prices",
             [
                 pa.field("provider", pa.string()),

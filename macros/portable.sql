@@ -231,3 +231,11 @@
 {% macro spark__datediff(first_date, second_date, datepart) -%}
   timestampdiff({{ datepart | upper }}, {{ first_date }}, {{ second_date }})
 {%- endmacro %}
+
+
+{% macro hist_count(hist) -%}
+  {#- the total count of a histogram column (a list of {b, n} pairs), 0 for an empty one -#}
+  {{ return(adapter.dispatch('hist_count', 'gpufinops')(hist)) }}
+{%- endmacro %}
+{% macro duckdb__hist_count(hist) -%}coalesce(list_sum(list_transform({{ hist }}, lambda e: e.n)), 0){%- endmacro %}
+{% macro spark__hist_count(hist) -%}coalesce(aggregate({{ hist }}, cast(0 as bigint), (acc, e) -> acc + e.n), 0){%- endmacro %}

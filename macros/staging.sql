@@ -50,6 +50,11 @@
     select cluster, {{ utc('ts') }} as ts, namespace, pod, model, requests_total, prompt_tokens_total,
            generation_tokens_total
     from {{ relation }}
+  {%- elif table == 'applied_changes' -%}
+    select cluster, change_id, kind, namespace, target_kind, target_name, team, recommendation_id, status,
+           {{ utc('applied_at') }} as applied_at, {{ utc('verified_at') }} as verified_at,
+           {{ utc('ended_at') }} as ended_at, est_monthly_savings_usd
+    from {{ relation }}
   {%- elif table == 'prices' -%}
     select provider, region, instance_type, capacity_type, usd_per_hour, gpu_usd_per_hour, currency,
            {{ utc('effective_from') }} as effective_from, {{ utc('effective_to') }} as effective_to, source

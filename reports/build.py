@@ -11,7 +11,7 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Protocol
+from typing import Any, Protocol
 
 import duckdb
 import pandas as pd
@@ -217,12 +217,38 @@ def _finance(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Repor
             ("monthly_budget_usd", "month_to_date_usd", "run_rate_usd_day", "forecast_usd"), ("pct_of_budget_forecast",),
             limit=30),
     ]
+    sections.append(_savings_section(cur, scope, period, totals, tables))
     if not bill.empty:
         tables["bill_reconciliation"] = bill
         by_status = bill.groupby("status", as_index=False)[["computed_cost_usd", "effective_cost_usd", "difference_usd"]].sum()
         sections.append("<h2>Bill reconciliation</h2>" + _table(by_status, ("computed_cost_usd", "effective_cost_usd", "difference_usd")))
     return Report(ctx.audience, period, f"GPU cost report — finance — {period.label}", totals, tables, images,
                   alerts, sections, ctx.dashboard_url)
+
+
+def _savings_section(cur: duckdb.DuckDBPyConnection, scope: Scope, period: Period, totals: dict[str, Any],
+                     tables: dict[str, pd.DataFrame]) -> str:
+    """Savings the applied changes realized (fct_change_savings_monthly, fct_change_outcomes) and the
+    recommender's calibration per kind (fct_change_calibration)."""
+    month = RAW["savings_realized"](cur, scope, period.last_day).iloc[0]
+    totals["savings_realized_usd"] = float(month["realized_savings_usd"])
+    outcomes = RAW["change_outcomes"](cur, scope)
+    calibration = RAW["change_calibration"](cur, scope)
+    head = "<h2>Savings realized by applied changes</h2>" + _kpis([
+        (f"Realized in {period.last_day:%B}", _money(totals["savings_realized_usd"])),
+        ("Changes in effect", f"{int(month['changes'])}"),
+        ("Regressions", f"{int(outcomes['regression'].sum()) if not outcomes.empty else 0}")])
+    if outcomes.empty:
+        return head + '<p class="muted">No applied change has an outcome yet.</p>'
+    cols = ["change_id", "kind", "cluster", "namespace", "target_name", "outcome_status", "window_days",
+            "cost_before_usd", "cost_after_usd", "est_monthly_savings_usd", "realized_monthly_savings_usd",
+            "realized_to_estimated", "regression"]
+    tables["change_outcomes"] = outcomes[cols]
+    tables["change_calibration"] = calibration
+    money_cols = ("cost_before_usd", "cost_after_usd", "est_monthly_savings_usd", "realized_monthly_savings_usd")
+    return (head + _table(outcomes[cols], money_cols)
+            + "<h3>Calibration: median realized ÷ estimated, per recommendation kind</h3>"
+            + _table(calibration, ("est_monthly_savings_usd", "realized_monthly_savings_usd")))
 
 
 def _serving_section(cur: duckdb.DuckDBPyConnection, team: str, period: Period, tables: dict[str, pd.DataFrame],

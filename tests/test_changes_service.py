@@ -311,7 +311,8 @@ def test_create_from_recommendation(engine: Engine) -> None:
     c = svc.create_from_recommendation(r.id, actor=ALICE, ticket="OPS-7")
     assert (c.kind, c.cluster, c.namespace, c.team) == ("reclaim_idle_gpu", "c1", "rl-train", "rl")
     assert (c.target_kind, c.target_name, c.recommendation_id) == ("StatefulSet", "notebook-a", r.id)
-    assert c.evidence == {"util_p95": 0.01} and c.evidence_at == T0 - timedelta(hours=2)
+    # the estimate it was proposed with is kept (fct_change_outcomes compares the realized saving with it)
+    assert c.evidence == {"util_p95": 0.01, "est_monthly_savings_usd": 100.0} and c.evidence_at == T0 - timedelta(hours=2)
     with pytest.raises(Conflict, match=c.id):  # one active change per recommendation
         svc.create_from_recommendation(r.id, actor=ALICE, ticket="OPS-8")
     with pytest.raises(NotFound):

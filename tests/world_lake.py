@@ -10,6 +10,7 @@ Namespaces carry the ``team`` label (TEAMS), so the warehouse attributes them. E
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -91,3 +92,42 @@ def build_world(home: Path) -> Settings:
     write_world_lake(settings.lake_dir)
     run_build(settings, full_refresh=True)
     return settings
+
+
+def write_world_span(lake_dir: Path, start: datetime, end: datetime, pods: list[str], *,
+                     counter: Callable[[str, datetime], float] | None = None, source: str = "test",
+                     prices: bool = False) -> None:
+    """The world's nodes and the given ``pods`` over [start, end) (snapshots every SNAPSHOT_S, DCGM and
+    container usage every minute), and, with ``counter``, the serving pods' cumulative request counter
+    (``counter(pod, ts)``) at every snapshot. For worlds of several days (the change-outcome test)."""
+    w = LakeWriter(lake_dir)
+    with w.run(source, "c1", start, end) as r:
+        n = int((end - start).total_seconds())
+        snaps = [start + timedelta(seconds=s) for s in range(0, n, SNAPSHOT_S)]
+        r.add("k8s_nodes", [_node_row(ts, name) for ts in snaps for name in ("n1", "n2")])
+        r.add("k8s_pods", [_pod_row(ts, p) for ts in snaps for p in pods])
+        r.add("k8s_namespaces", [dict(snapshot_ts=ts, namespace=ns, labels=[("team", team)], annotations=[])
+                                 for ts in snaps for ns, team in TEAMS.items()])
+        gpu, usage = [], []
+        for m in range(n // 60):
+            ts = start + timedelta(minutes=m)
+            for pod in pods:
+                node, ns, _wl, _k, _t, gpus, util, _c, _m, _a = PODS[pod]
+                for g in range(gpus):
+                    gpu.append(dict(ts=ts, hostname=node, gpu=g, uuid=f"GPU-{node}-{pod}-{g}",
+                                    model_name="NVIDIA A100-SXM4-80GB", namespace=ns, pod=pod, container="main",
+                                    gr_engine_active=util, gpu_util=util * 100, fb_used_mib=4096.0,
+                                    fb_free_mib=81920.0 - 4096.0, power_w=60.0, tensor_active=0.0))
+                usage.append(dict(ts=ts, namespace=ns, pod=pod, container="main", cpu_cores=0.5,
+                                  memory_working_set_bytes=float(2 * GIB)))
+        r.add("gpu_samples", gpu)
+        r.add("container_usage", usage)
+        if counter is not None:
+            r.add("serving_requests", [dict(ts=ts, namespace=PODS[p][1], pod=p, model="m", requests_total=counter(p, ts))
+                                       for ts in snaps for p in pods if PODS[p][4] == "serving"])
+    if prices:
+        with w.run(source, "_global", T0 - timedelta(days=30), end) as r:
+            r.add("prices", [dict(provider="aws", region="us-east-1", instance_type="p4de.24xlarge", capacity_type=ct,
+                                  usd_per_hour=usd, gpu_usd_per_hour=None, currency="USD",
+                                  effective_from=T0 - timedelta(days=1), effective_to=None, source="test")
+                             for ct, usd in (("on_demand", 40.0), ("spot", 16.0))])

@@ -28,7 +28,8 @@ __all__ = ["LANDING_TABLES", "SPARK_TARGET", "enable_session_python_models", "la
 
 SPARK_TARGET = "spark"  # the profiles.yml target (method: session)
 SPARK_SCHEMA = "gpufinops"
-LANDING_TABLES = ("k8s_nodes", "k8s_pods", "k8s_namespaces", "gpu_samples", "container_usage", "prices", "billing_focus")
+LANDING_TABLES = ("k8s_nodes", "k8s_pods", "k8s_namespaces", "gpu_samples", "container_usage", "prices", "billing_focus",
+                  "serving_requests", "applied_changes")
 
 # Session settings the models rely on (docs/spark.md): UTC, naive timestamps (as DuckDB's), Parquet
 # files DuckDB can read (INT64 micros, not INT96), the lake's files unioned by name; small: 2 cores.
@@ -200,7 +201,7 @@ def enable_session_python_models() -> None:
 
     if getattr(SparkAdapter, "_gpufinops_session_helper", False):
         return
-    base = SparkAdapter.python_submission_helpers.fget
+    base = SparkAdapter.python_submission_helpers.fget  # type: ignore[attr-defined]  # a property
 
     def helpers(self: Any) -> dict[str, Any]:
         return {**base(self), "session": SessionPythonJobHelper}

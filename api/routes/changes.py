@@ -67,9 +67,25 @@ def list_changes(
     return {"items": [c.to_dict() for c in items]}
 
 
-@router.get("/{change_id}", summary="One change with its approvals")
+@router.get("/{change_id}", summary="One change with its approvals and, once applied, its outcome")
 def get_change(change_id: ChangeId, ctx: CtxDep, actor: ActorDep) -> dict[str, Any]:
-    return ctx.service.get(change_id, actor=actor).to_dict()
+    """``outcome``: the change's row of the warehouse's ``fct_change_outcomes`` (cost, GPU-hours, idle %
+    and requests before and after, realized against estimated monthly savings, regression flags);
+    null before the change was applied and exported, or without a warehouse."""
+    change = ctx.service.get(change_id, actor=actor).to_dict()  # NotFound for a change the caller cannot see
+    change["outcome"] = _outcome(ctx, change_id) if change["applied_at"] else None
+    return change
+
+
+def _outcome(ctx: Any, change_id: str) -> dict[str, Any] | None:
+    from gpufinops.errors import ConfigError
+    from gpufinops.views.queries import change_outcome
+
+    try:
+        with ctx.warehouse.connection() as cur:
+            return change_outcome(cur, change_id)
+    except ConfigError:  # no warehouse built yet
+        return None
 
 
 def _post(ctx: Any, actor: Any, request: Request, key: str | None, body: BaseModel, status: int,

@@ -17,6 +17,7 @@ _SOURCE_MODULES = [
     "cli.commands.ingest_prometheus",
     "cli.commands.ingest_prices",
     "cli.commands.ingest_billing",
+    "cli.commands.ingest_changes",
 ]
 
 

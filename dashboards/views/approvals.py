@@ -14,6 +14,7 @@ import streamlit as st
 from changes.model import APPROVED, PROPOSED, STATUSES, TRANSITIONS, Actor, Change
 from changes.service import ChangeService
 from dashboards import change_control as cc
+from dashboards.outcomes_panel import change_outcome_panel, outcomes_history
 from dashboards.session import current
 from dashboards.widgets import table
 from gpufinops.errors import GpufinopsError, NotFound
@@ -54,6 +55,7 @@ if requested and requested not in ids:
         requested = None
     else:
         ids.insert(0, extra.id)
+outcomes_history(ctx.warehouse, ctx.scope)  # the history of applied changes, whatever waits
 if not ids:
     st.stop()
 chosen_id = st.selectbox("Change", ids, index=ids.index(requested) if requested in ids else 0, key="approvals_pick")
@@ -115,6 +117,9 @@ text, source = cc.plan_text(change)
 if text:
     st.code(text, language=None)
 st.caption(source.capitalize() + ".")
+
+if change.applied_at is not None:
+    change_outcome_panel(ctx.warehouse, ctx.scope, change.id)
 
 st.subheader("History")
 entries = svc.audit(actor=actor, change_id=change.id)

@@ -32,7 +32,6 @@ lines_all = queries.cost_lines_daily(wh, scope, min(start, month_start), end, sh
 lines = lines_all[lines_all["day"] >= start].reset_index(drop=True)
 spend_all = queries.spend_by_team_daily(wh, scope, min(start, month_start), end, shared)
 spend = spend_all[spend_all["day"] >= start]
-month_spend = spend_all[spend_all["day"] >= month_start]
 forecast = fleet_forecast(queries.budget_run_rates(wh, scope, as_of))
 total = lines["total_usd"].sum()
 
@@ -89,6 +88,10 @@ else:
     b[2].metric("Lines matched", pct(matched))
     table(by_status, "bill_reconciliation_status")
     table(bill, "bill_reconciliation_daily")
+
+from dashboards.outcomes_panel import savings_realized_panel  # noqa: E402
+
+savings_realized_panel(wh, scope, as_of)
 
 from dashboards.focus_download import focus_download  # noqa: E402 - the section renders last
 

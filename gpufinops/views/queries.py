@@ -27,6 +27,8 @@ __all__ = [
     "SYNTHETIC_LINES",
     "SPARKLINE_DAILY_FROM_DAYS",
     "recommendations_raw",
+    "change_outcome",
+    "OUTCOME_COLUMNS",
 ]
 
 F = TypeVar("F", bound=Callable[..., pd.DataFrame])
@@ -492,3 +494,84 @@ def recommendations_raw(
         df = df.iloc[0:0]
     return df.reset_index(drop=True)
 
+
+
+# ---------------------------------------------------------------- change outcomes (the loop closed)
+
+# What a face shows of fct_change_outcomes (the API's `outcome`, the Approvals history, the report).
+OUTCOME_COLUMNS = (
+    "change_id", "outcome_status", "window_days", "before_start_day", "before_end_day", "after_start_day",
+    "after_end_day", "cost_before_usd", "cost_after_usd", "gpu_hours_before", "gpu_hours_after",
+    "idle_pct_before", "idle_pct_after", "requests_before", "requests_after", "est_monthly_savings_usd",
+    "realized_monthly_savings_usd", "realized_to_estimated", "cost_regressed", "requests_regressed", "regression",
+)
+
+
+def _has_table(cur: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """A warehouse built before the mart existed has no such table: the faces show nothing, not an error."""
+    row = cur.execute("select count(*) from information_schema.tables where table_name = ? "
+                      "and table_schema = current_schema()", [name]).fetchone()
+    return bool(row and row[0])
+
+
+def change_outcome(cur: duckdb.DuckDBPyConnection, change_id: str) -> dict[str, Any] | None:
+    """One change's row of fct_change_outcomes (JSON-ready: days as ISO strings), None when it has none.
+    The caller has already checked that the viewer may see the change (the change service)."""
+    if not _has_table(cur, "fct_change_outcomes"):
+        return None
+    cur.execute(f"select {', '.join(OUTCOME_COLUMNS)} from fct_change_outcomes where change_id = ?", [change_id])
+    row = cur.fetchone()
+    if row is None:
+        return None
+    out: dict[str, Any] = {}
+    for name, value in zip(OUTCOME_COLUMNS, row, strict=True):
+        if isinstance(value, date | datetime):
+            value = value.isoformat()
+        elif isinstance(value, float) and value != value:  # NaN never leaves the warehouse as a number
+            value = None
+        out[name] = value
+    out.pop("change_id")
+    return out
+
+
+@_query
+def change_outcomes(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
+    """Every applied change's outcome the viewer may see (node actions, which have no team, need the
+    fleet scope), newest first."""
+    if not _has_table(cur, "fct_change_outcomes"):
+        return pd.DataFrame(columns=["kind", "cluster", "namespace", "target_kind", "target_name", "team",
+                                     "status", "applied_at", *OUTCOME_COLUMNS])
+    where, params = _team_filter(scope)
+    fleet = " or team is null" if scope.fleet else ""
+    cols = ", ".join(c for c in OUTCOME_COLUMNS)
+    df = _df(cur, f"select kind, cluster, namespace, target_kind, target_name, team, status, applied_at, {cols} "
+                  f"from fct_change_outcomes where (true{where}){fleet} order by applied_at desc, change_id",
+             params)
+    for c in [c for c in df.columns if c.endswith("_day")]:
+        if pd.api.types.is_datetime64_any_dtype(df[c]):
+            df[c] = df[c].dt.date  # DuckDB dates arrive as midnight timestamps
+    return df
+
+
+@_query
+def savings_realized(cur: duckdb.DuckDBPyConnection, scope: Scope, month: date) -> pd.DataFrame:
+    """Savings realized in the calendar month of ``month`` (fct_change_savings_monthly), one row:
+    realized_savings_usd, changes, days_in_effect (0 / 0 / 0 when none)."""
+    scope.require_fleet()
+    if not _has_table(cur, "fct_change_savings_monthly"):
+        return pd.DataFrame({"realized_savings_usd": [0.0], "changes": [0], "days_in_effect": [0]})
+    first = month.replace(day=1)
+    return _df(cur, "select coalesce(sum(realized_savings_usd), 0) as realized_savings_usd, "
+                    "count(distinct change_id) as changes, coalesce(sum(days_in_effect), 0) as days_in_effect "
+                    "from fct_change_savings_monthly where month = ?", [first])
+
+
+@_query
+def change_calibration(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
+    """Per recommendation kind, the median of realized ÷ estimated savings (fct_change_calibration)."""
+    scope.require_fleet()
+    if not _has_table(cur, "fct_change_calibration"):
+        return pd.DataFrame(columns=["kind", "changes_applied", "changes_measured", "changes_calibrated",
+                                     "median_realized_to_estimated", "est_monthly_savings_usd",
+                                     "realized_monthly_savings_usd", "regressions"])
+    return _df(cur, "select * from fct_change_calibration order by kind", [])

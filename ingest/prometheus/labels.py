@@ -112,6 +112,8 @@ class ServingLabelMap:
     model_labels: tuple[str, ...] = ("model_name", "model", "model_id")
 
     def identity(self, labels: Mapping[str, str]) -> tuple:
+        ns: str | None
+        pod: str | None
         if labels.get("exported_pod"):
             ns, pod = _first(labels, "exported_namespace", "namespace"), labels["exported_pod"]
         else:

@@ -158,6 +158,14 @@ def build_suites(limits: Any = None) -> dict[str, TableSuite]:
                 InRange("generation_tokens_total", max_value=qty, check_nan=False),
             ),
             _suite(
+                "applied_changes",
+                TimeInRange("applied_at", t0, _MAX_TIME),
+                InSet("status", ("applied", "verified", "rolled_back", "failed")),
+                PairOrdered("verified_at", "applied_at", or_equal=True),
+                PairOrdered("ended_at", "applied_at", or_equal=True),
+                InRange("est_monthly_savings_usd", min_value=-line, max_value=line),
+            ),
+            _suite(
                 "prices",
                 InRange("usd_per_hour", min_value=0, strict_min=True),
                 InRange("usd_per_hour", max_value=price, check_nan=False),
