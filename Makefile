@@ -36,6 +36,8 @@ demo: install system-deps
 	$(GF) ingest billing --demo-bill $(HOME_DIR)/demo-focus-bill.csv
 	$(GF) build
 	$(GF) recommend --top 10
+	$(GF) changes propose-top --count 4 --ticket DEMO-1 --as demo-recommender --role platform-admin
+	$(GF) budgets check
 	@echo "Serving the REST API on http://127.0.0.1:$(API_PORT)/docs and the dashboards on http://localhost:$(PORT) (Ctrl-C stops both)"
 	@bash -c 'trap "kill 0" EXIT INT TERM; $(GF) serve api --demo --port $(API_PORT) & $(GF) serve dashboard --demo --port $(PORT)'
 

@@ -75,6 +75,7 @@ _COMMAND_MODULES = [
     "cli.commands.db",
     "cli.commands.api_tokens",
     "cli.commands.report",
+    "cli.commands.budgets",
     "cli.commands.export",
     "cli.commands.serve",
 ]

@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ __all__ = [
     "node_allocation",
     "stranded_gpus",
     "pending_gpu_pods",
+    "budget_run_rates",
+    "budget_status",
     "change_outcomes",
     "savings_realized",
     "change_calibration",
@@ -116,6 +119,26 @@ capacity_hourly = _cached("capacity_hourly")
 node_allocation = _cached("node_allocation")
 stranded_gpus = _cached("stranded_gpus")
 pending_gpu_pods = _cached("pending_gpu_pods")
+budget_run_rates = _cached("budget_run_rates")
+
+
+def budget_status(warehouse: Warehouse, scope: Scope, as_of: date | None, budgets_file: Path,
+                  thresholds: tuple[float, ...]) -> pd.DataFrame:
+    """Team budgets (the budgets file) and registered workloads' budgets against fct_budget_run_rate_daily
+    (``gpufinops.views.budgets.evaluate``): the status table; ``breach`` names the breached bases."""
+    return _budget_status(warehouse, published_version(warehouse.path), scope, as_of, str(budgets_file), thresholds)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def _budget_status(warehouse: Warehouse, version: str | None, scope: Scope, as_of: date | None, budgets_file: str,
+                   thresholds: tuple[float, ...]) -> pd.DataFrame:
+    from gpufinops.views.budgets import BudgetSettings, evaluate
+
+    with cursor(warehouse) as cur:
+        status, _ = evaluate(cur, scope, BudgetSettings(budgets_file=Path(budgets_file),
+                                                        budget_alert_thresholds=list(thresholds)),
+                             warehouse.app_db_url, as_of)
+    return status
 change_outcomes = _cached("change_outcomes")
 savings_realized = _cached("savings_realized")
 change_calibration = _cached("change_calibration")

@@ -22,6 +22,17 @@ def money(value: float | None, cents: bool = True) -> str:
     return f"${value:,.2f}" if cents else f"${value:,.0f}"
 
 
+def money_short(value: float | None) -> str:
+    """A headline amount that fits a metric tile: cents below $100k, then $905.2k, $1.23M."""
+    if value is None or pd.isna(value):
+        return "—"
+    if abs(value) < 100_000:
+        return money(value)
+    if abs(value) < 1_000_000:
+        return f"${value / 1e3:,.1f}k"
+    return f"${value / 1e6:,.2f}M"
+
+
 def pct(value: float | None) -> str:
     if value is None or pd.isna(value):
         return "—"
@@ -47,9 +58,27 @@ def window(ctx: ViewContext, key: str) -> tuple[date, date] | None:
     return start, end + timedelta(days=1)
 
 
+def default_column_config(df: pd.DataFrame) -> dict:
+    """Units for the columns the marts name by unit: ``*_usd`` as dollars, ``*_hours`` with one decimal,
+    unit costs (``cost_per_*``) with four; the CSV download keeps the full values."""
+    config: dict = {}
+    for col in df.columns:
+        name = str(col)
+        if not pd.api.types.is_numeric_dtype(df[col]):
+            continue
+        if name.startswith("cost_per_"):
+            config[col] = st.column_config.NumberColumn(format="$%.4f")
+        elif name.endswith("_usd") or name.endswith("_usd_day"):
+            config[col] = st.column_config.NumberColumn(format="dollar")
+        elif name.endswith("_hours") or name == "gpu_hours":
+            config[col] = st.column_config.NumberColumn(format="%.1f")
+    return config
+
+
 def table(df: pd.DataFrame, name: str, *, column_config: dict | None = None, hide_index: bool = True) -> None:
-    """Show a table and offer exactly what is shown as a CSV download."""
-    st.dataframe(df, column_config=column_config, hide_index=hide_index, width="stretch")
+    """Show a table, in the units of its columns, and offer exactly what is shown as a CSV download."""
+    config = default_column_config(df) | (column_config or {})
+    st.dataframe(df, column_config=config or None, hide_index=hide_index, width="stretch")
     st.download_button(
         f"Download {name}.csv",
         df.to_csv(index=False).encode(),

@@ -145,6 +145,7 @@ class Loader:
                 tolerations=tuple(Toleration(t.get("key") or None, t.get("operator") or "Equal", t.get("value"),
                                              t.get("effect") or None) for t in (r["tolerations"] or [])),
                 do_not_disrupt=bool(r["do_not_disrupt"]), pdb=r["pdb"], checkpointed=bool(r["checkpointed"]),
+                warmup_seconds=_f(r.get("warmup_seconds")),
             )
             pods_by_cluster[r["cluster"]].append(pod)
             placed[(r["cluster"], r["namespace"], r["workload"])].append((pod, node))
@@ -182,6 +183,7 @@ class Loader:
             devices[(r["cluster"], r["namespace"], r["workload"])][r["pod"]].append(float(r["util_p95"]))
         prices = {(r["provider"], r["region"], r["instance_type"]): r
                   for r in self._q("select * from fct_instance_prices_latest")}
+        requests = self._requests(start, end)
         out = []
         for key, hours in hourly.items():
             i = info[key]
@@ -207,8 +209,25 @@ class Loader:
                 capacity_type=node.capacity_type if node else None, instance_type=node.instance_type if node else None,
                 on_demand_usd_per_hour=_f(price.get("on_demand_usd_per_hour")),
                 spot_usd_per_hour=_f(price.get("spot_usd_per_hour")),
+                requests_hourly=requests.get(key),
+                warmup_seconds=max((p.warmup_seconds for p, _ in here
+                                    if p.warmup_seconds is not None and p.warmup_seconds >= 0), default=None),
             ))
         return out
+
+    def _requests(self, start: datetime, end: datetime) -> dict[_Key, dict[datetime, float]]:
+        """Requests per workload-hour (models summed) of the pods the counters matched; {} without the mart."""
+        present = {r["table_name"] for r in self._q(
+            "select table_name from information_schema.tables where table_name = 'fct_serving_requests_hourly'")}
+        if not present:
+            return {}
+        out: dict[_Key, dict[datetime, float]] = defaultdict(dict)
+        for r in self._q("""
+                select cluster, namespace, workload, hour, sum(requests) as requests
+                from fct_serving_requests_hourly where matched and hour >= ? and hour < ?
+                group by all order by cluster, namespace, workload, hour""", [start, end]):
+            out[(r["cluster"], r["namespace"], r["workload"])][_utc(r["hour"])] = float(r["requests"] or 0.0)
+        return dict(out)
 
     # -- CPU / memory -----------------------------------------------------------------------------
     def _container_usage(self, start: datetime, end: datetime,

@@ -104,6 +104,7 @@ class PodPlacement:
     do_not_disrupt: bool = False  # karpenter.sh/do-not-disrupt
     pdb: str | None = None  # name of the PodDisruptionBudget covering the pod, if any
     checkpointed: bool = False
+    warmup_seconds: float | None = None  # the gpufinops.io/warmup-seconds annotation (model load time)
 
     @property
     def key(self) -> str:
@@ -169,6 +170,10 @@ class WorkloadGpuUsage:
     on_demand_usd_per_hour: float | None = None  # node price now and its spot counterpart
     spot_usd_per_hour: float | None = None
     samples_per_hour_expected: float = 60.0  # per device (60 s DCGM)
+    # requests per hour from fct_serving_requests_hourly (all models summed); None = no request counters.
+    # An hour missing from it had no counter samples (unmeasured), which is not 0 requests.
+    requests_hourly: dict[datetime, float] | None = None
+    warmup_seconds: float | None = None  # the largest warm-up annotation of its pods
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from typing import Any, Protocol
 
 import duckdb
@@ -17,13 +18,13 @@ import pandas as pd
 
 from gpufinops.errors import InputError
 from gpufinops.settings import Settings
-from gpufinops.views.budgets import BudgetSettings, budget_status, load_budgets, month_forecast
+from gpufinops.views.budgets import BudgetSettings, evaluate, fleet_forecast, run_rates
 from gpufinops.views.queries import RAW, recommendations_raw
 from gpufinops.views.scope import Scope
 from reports import charts
 from reports.period import Period, PeriodKind, resolve_period
 
-__all__ = ["Report", "BudgetAlert", "build_report", "parse_audience", "AUDIENCES", "last_data_day"]
+__all__ = ["Report", "Alert", "BudgetAlert", "build_report", "parse_audience", "AUDIENCES", "last_data_day"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,13 @@ class BudgetAlert:
                 f"forecast ${self.forecast_usd:,.2f}, budget ${self.budget_usd:,.2f}")
 
 
+class Alert(Protocol):
+    """What a report lists as an alert (a team's budget threshold, a budget breach)."""
+
+    @property
+    def text(self) -> str: ...
+
+
 @dataclass
 class Report:
     audience: str
@@ -48,7 +56,7 @@ class Report:
     totals: dict[str, float]
     tables: dict[str, pd.DataFrame]  # name -> table, each attached as <name>.csv
     images: dict[str, bytes]  # content id -> PNG
-    alerts: list[BudgetAlert] = field(default_factory=list)
+    alerts: Sequence[Alert] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)  # HTML fragments, in order
     dashboard_url: str | None = None
 
@@ -119,7 +127,7 @@ def _table(df: pd.DataFrame, money_cols: tuple[str, ...] = (), pct_cols: tuple[s
     return shown.to_html(index=False, border=0, escape=True, na_rep="—", float_format=lambda v: f"{v:,.1f}") + more
 
 
-def _alerts_html(alerts: list[BudgetAlert]) -> str:
+def _alerts_html(alerts: Sequence[Alert]) -> str:
     if not alerts:
         return '<p class="muted">No team has crossed a budget threshold.</p>'
     return "".join(f'<div class="alert"><b>Budget alert</b> — {html.escape(a.text)}</div>' for a in alerts)
@@ -149,16 +157,18 @@ class _Ctx:
 
 
 def _budget_alerts(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, scope: Scope, as_of: date) -> tuple[pd.DataFrame, list[BudgetAlert]]:
-    month = RAW["spend_by_team_daily"](cur, scope, as_of.replace(day=1), as_of + timedelta(days=1), ctx.shared)
-    budgets = load_budgets(ctx.budgets.budgets_file)
-    if ctx.team is not None:
-        budgets = {k: v for k, v in budgets.items() if k == ctx.team}
-    status = budget_status(month, budgets, as_of, ctx.budgets.budget_alert_thresholds)
+    """Team budgets (the budgets file) and workload budgets (the app DB) against fct_budget_run_rate_daily."""
+    status, _ = evaluate(cur, scope, ctx.budgets, ctx.app_db_url, as_of)
     alerts = [
-        BudgetAlert(r.team, r.alert, r.month_to_date_usd, r.forecast_usd, r.monthly_budget_usd)
+        BudgetAlert(r.label if r.scope_kind == "team" else f"{r.label} (team {r.team})", r.alert,
+                    r.month_to_date_usd, r.forecast_usd, r.monthly_budget_usd)
         for r in status.itertuples() if r.alert
     ]
     return status, alerts
+
+
+_STATUS_SHOWN = ["scope_kind", "label", "team", "budget_usd_day", "monthly_budget_usd", "month_to_date_usd",
+                 "run_rate_usd_day", "forecast_usd", "pct_of_budget_actual", "pct_of_budget_forecast", "alert", "breach"]
 
 
 def _finance(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Report:
@@ -174,8 +184,7 @@ def _finance(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Repor
     by_tenant = by_team.groupby("tenant", as_index=False)[["gpu_hours", "chargeback_usd"]].sum().sort_values(
         "chargeback_usd", ascending=False)
     status, alerts = _budget_alerts(cur, ctx, scope, period.last_day)
-    forecast = month_forecast(RAW["cost_lines_daily"](cur, scope, period.last_day.replace(day=1), period.end, ctx.shared),
-                              period.last_day, value="total_usd")
+    forecast = fleet_forecast(run_rates(cur, scope, period.last_day))
     bill = RAW["bill_reconciliation"](cur, scope, period.start, period.end)
     totals = {
         "total_cost_usd": float(lines["total_usd"].sum()),
@@ -186,7 +195,7 @@ def _finance(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Repor
         "month_end_forecast_usd": forecast.forecast,
     }
     tables = {"chargeback_by_team": by_team, "chargeback_by_tenant": by_tenant, "cost_lines_daily": lines,
-              "budget_vs_actual": status}
+              "budget_vs_actual": status[_STATUS_SHOWN]}
     images = {}
     if not lines.empty:
         images["cost_lines"] = charts.cost_lines_png(lines)
@@ -203,8 +212,10 @@ def _finance(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Repor
         "<h2>Chargeback by team</h2>" + ('<img src="{{img:spend_by_team}}" width="800" alt="spend by team">' if "spend_by_team" in images else "")
         + _table(by_team, ("direct_cost_usd", "idle_cost_usd", "shared_cost_usd", "unallocated_share_usd", "chargeback_usd")),
         "<h2>Budget vs actual (month to date)</h2>" + _table(
-            status[status["monthly_budget_usd"].notna()].drop(columns=["pct_of_budget_actual", "alert"]),
-            ("monthly_budget_usd", "month_to_date_usd", "forecast_usd"), ("pct_of_budget_forecast",), limit=30),
+            status[["scope_kind", "label", "monthly_budget_usd", "month_to_date_usd", "run_rate_usd_day", "forecast_usd",
+                    "pct_of_budget_forecast", "breach"]],
+            ("monthly_budget_usd", "month_to_date_usd", "run_rate_usd_day", "forecast_usd"), ("pct_of_budget_forecast",),
+            limit=30),
     ]
     sections.append(_savings_section(cur, scope, period, totals, tables))
     if not bill.empty:
@@ -273,14 +284,15 @@ def _team(cur: duckdb.DuckDBPyConnection, ctx: _Ctx, period: Period) -> Report:
     }
     idle_pct = None if row is None or pd.isna(row.idle_pct) else float(row.idle_pct)
     tables = {f"team_{ctx.team}_daily": daily, f"team_{ctx.team}_idle_workloads": idle,
-              f"team_{ctx.team}_budget": status}
+              f"team_{ctx.team}_budget": status[_STATUS_SHOWN]}
     images = {"team_daily": charts.team_daily_png(daily)} if not daily.empty else {}
     sections = [
         _kpis([("Cost", _money(totals["chargeback_usd"])), ("GPU-hours", f"{totals['gpu_hours']:,.1f}"),
                ("Idle GPU %", "—" if idle_pct is None else f"{idle_pct:.1%}"),
                ("Idle GPU cost", _money(totals["idle_allocated_cost_usd"]))]),
         "<h2>Budget</h2>" + _alerts_html(alerts) + _table(
-            status, ("monthly_budget_usd", "month_to_date_usd", "forecast_usd"), ("pct_of_budget_actual", "pct_of_budget_forecast")),
+            status[_STATUS_SHOWN], ("budget_usd_day", "monthly_budget_usd", "month_to_date_usd", "run_rate_usd_day", "forecast_usd"),
+            ("pct_of_budget_actual", "pct_of_budget_forecast")),
         "<h2>Cost per day</h2>" + ('<img src="{{img:team_daily}}" width="800" alt="cost per day">' if images else ""),
         "<h2>Most idle workloads</h2>" + _table(idle[["namespace", "workload", "tier", "gpu_hours", "idle_pct", "idle_cost_usd"]],
                                                 ("idle_cost_usd",), ("idle_pct",)),

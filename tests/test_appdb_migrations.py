@@ -25,7 +25,7 @@ from gpufinops.appdb.schema import metadata, recommendations_table
 PG_URL = "postgresql+psycopg2://postgres@127.0.0.1:5432/test"
 DIALECTS = ["sqlite", "postgresql"]
 TABLES = {"recommendations", "changes", "approvals", "audit_log", "audit_head", "idempotency_keys", "workloads",
-          "control_flags", "alembic_version"}
+          "control_flags", "budget_notifications", "alembic_version"}
 
 
 def pg_available() -> bool:
@@ -81,7 +81,7 @@ def test_fresh_upgrade_twice_matches_schema(dialect: str, tmp_path: Path) -> Non
         assert set(inspect(engine).get_table_names()) >= TABLES
         upgrade(engine)  # idempotent: nothing to do, no error
         with engine.connect() as conn:
-            assert MigrationContext.configure(conn).get_current_revision() == "0001_app_db"
+            assert MigrationContext.configure(conn).get_current_revision() == "0002_budget_notifications"
             assert conn.execute(text("select seq, hash from audit_head")).all() == [(0, "0" * 64)]
         assert _diffs(engine) == []
 

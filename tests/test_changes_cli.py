@@ -114,7 +114,7 @@ def test_reject_pause_and_db_upgrade(home: Path) -> None:
                                    code=2)
     assert "paused" in run("changes", "pause", "--reason", "incident")
     assert "resumed" in run("changes", "resume", "--reason", "over")
-    assert "0001_app_db" in run("db", "upgrade")
+    assert "0002_budget_notifications" in run("db", "upgrade")
     assert "ticket" in run("changes", "propose", "--from-rec", _rec_id(home), "--as", "alice", "--role", "member:rl",
                            code=2)
 
@@ -124,3 +124,24 @@ def test_candidates_lists_open_recommendations_by_namespace(home: Path) -> None:
     out = run("changes", "candidates", "--namespace", "research-rl")
     assert rid[:9] in out and "reclaim_id" in out and "500" in out
     assert rid[:9] not in run("changes", "candidates", "--namespace", "elsewhere")
+
+
+def test_propose_top_takes_one_kind_after_another_and_reruns_propose_nothing_twice(home: Path) -> None:
+    store = RecommendationStore(f"sqlite:///{home / 'app.db'}")
+    now = datetime.now(UTC)
+    store.upsert([Recommendation(kind=kind, cluster="c1", namespace="research-rl", workload=wl, tier="serving",
+                                 current={"replicas": 2, "workload_kind": "Deployment"}, proposed={"min_replicas": 1},
+                                 evidence={"util_p95": 0.0}, est_monthly_savings_usd=usd, confidence=0.9, risk="low",
+                                 created_at=now)
+                  for kind, wl, usd in (("scale_to_zero_window", "api-a", 900.0), ("scale_to_zero_window", "api-b", 800.0),
+                                        ("rightsize_cpu_mem", "api-c", 100.0))], now=now)
+    store.engine.dispose()
+    first = run("changes", "propose-top", "--count", "3", "--ticket", "DEMO-1")
+    # largest first, but one of each kind before a second of any: api-a, the reclaim (500), api-c, not api-b
+    flat = " ".join(first.split())  # the console wraps long lines
+    assert re.findall(r"proposed: (\w+) Deployment/([\w-]+)", flat) == [
+        ("scale_to_zero_window", "api-a"), ("reclaim_idle_gpu", "nb"), ("rightsize_cpu_mem", "api-c")]
+    again = run("changes", "propose-top", "--count", "3", "--ticket", "DEMO-1")
+    assert sorted(re.findall(r"chg_\w+", again)) == sorted(re.findall(r"chg_\w+", first))
+    listed = json.loads(run("changes", "list", "--json"))
+    assert len(listed) == 3

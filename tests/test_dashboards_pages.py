@@ -89,9 +89,12 @@ def test_finance_page_numbers_and_csv_for_every_table(env) -> None:
     assert m["Forecast, end of Nov"] == "$51,912"
     assert len(at.dataframe) >= 5
     assert len(at.get("download_button")) == len(at.dataframe)
-    # alpha's forecast (963.20 + 28 days × 481.60) crosses its 5,000 budget; beta's 100,000 does not
+    # alpha's forecast (963.20 + 28 days × 481.60 = 14,448) and run rate (481.60 > 5,000 / 30 a day) breach
+    # its 5,000 budget (fct_budget_run_rate_daily); beta's 100,000 is neither breached nor alerted
     warnings = " ".join(w.value for w in at.warning)
-    assert "**alpha**: forecast ≥ 100% of budget" in warnings and "**beta**" not in warnings
+    assert ("Budget breach — team **alpha**: run rate $481.60/day > budget $166.67/day; "
+            "month-end forecast $14,448.00 > budget $5,000.00") in warnings
+    assert "**beta**" not in warnings
 
 
 def test_team_lead_sees_only_their_team(env) -> None:
@@ -104,6 +107,7 @@ def test_team_lead_sees_only_their_team(env) -> None:
     assert m["Estimated monthly savings"] == "$2,011.50"  # rec_a1 + rec_a2
     text = _rendered_text(at)
     assert "train-a" in text and "rec_a1" in text
+    assert any("Budget breach — team **alpha**" in w.value for w in at.warning)  # the team's own budget
     # (the demo picker itself lists every team by name; numbers and workloads stay hidden)
     for other in ("beta-serve", "serve-b", "rec_b1", "486.4", "243.2"):
         assert other not in text

@@ -122,6 +122,7 @@ CRONJOBS = {
     "gpufinops-report-weekly": ("0 6 * * 1", "report"),
     "gpufinops-report-monthly": ("0 6 1 * *", "report"),
     "gpufinops-report-teams-weekly": ("5 6 * * 1", "report"),
+    "gpufinops-budgets": ("10 6 * * *", "budgets"),
 }
 
 
@@ -147,7 +148,8 @@ def test_cronjobs_forbid_overlap_and_keep_bounded_history(rendered: list[dict[st
     assert args["gpufinops-ingest"] == ["ingest", "all", "--once"]
     assert args["gpufinops-build"] == ["build"]
     assert args["gpufinops-recommend"] == ["recommend"]
-    for name in ("gpufinops-report-weekly", "gpufinops-report-monthly", "gpufinops-report-teams-weekly"):
+    for name in ("gpufinops-report-weekly", "gpufinops-report-monthly", "gpufinops-report-teams-weekly",
+                 "gpufinops-budgets"):
         assert _container(crons[name])["command"] == ["/bin/sh", "-c"], name
     teams_env = [e["configMapRef"]["name"] for e in _container(crons["gpufinops-report-teams-weekly"])["envFrom"]]
     assert teams_env == ["gpufinops-env", "gpufinops-report-teams"]
@@ -187,6 +189,15 @@ def test_finance_reports_cover_the_period_that_ended_yesterday(prod, tmp_path, n
     call = calls[0]
     assert call[:6] == ["report", "--period", period, "--audience", "finance", "--send"]
     assert call[6] == "--as-of" and call[7] in _yesterdays() and len(call) == 8
+
+
+def test_budget_breaches_are_checked_for_yesterday_and_sent(prod, tmp_path) -> None:
+    proc, calls = _run_script(_crons(prod)["gpufinops-budgets"], tmp_path, {})
+    assert proc.returncode == 0, proc.stderr
+    assert len(calls) == 1
+    call = calls[0]
+    assert call[:3] == ["budgets", "check", "--send"]
+    assert call[3] == "--as-of" and call[4] in _yesterdays() and len(call) == 5
 
 
 def test_team_reports_loop_over_the_listed_teams(prod, tmp_path) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from api.routes import audit, changes, clusters, exports, health, recommendations, showback, whatif, workloads
+from api.routes import audit, budgets, changes, clusters, exports, health, recommendations, showback, whatif, workloads
 
 __all__ = ["ROUTERS"]
 
@@ -16,4 +16,5 @@ ROUTERS = [
     changes.router,
     audit.router,
     exports.router,
+    budgets.router,
 ]

@@ -169,6 +169,48 @@ def propose(
                   f"needs {c.approvals_required} approval(s)")
 
 
+@changes_app.command("propose-top")
+@handle_errors
+def propose_top(
+    ctx: typer.Context,
+    count: Annotated[int, typer.Option("--count", min=1, max=50, help="How many changes to propose.")] = 3,
+    kind: Annotated[list[str] | None, typer.Option("--kind", help="Only these recommendation kinds (repeatable).")] = None,
+    ticket: Annotated[str | None, typer.Option("--ticket", help="Ticket reference (policy ticket_pattern).")] = None,
+    as_user: AsOption = None,
+    role: RoleOption = None,
+) -> None:
+    """Propose changes from the open recommendations with the largest savings, one kind after another
+    (the demo's approval queue). Re-runs propose nothing twice: each proposal's idempotency key is its
+    recommendation's id."""
+    from gpufinops.errors import GpufinopsError
+    from recommender.store import RecommendationStore
+
+    actor = actor_from(as_user, role)
+    svc = service_of(ctx)
+    rows = [r for r in RecommendationStore(settings_of(ctx).effective_app_db_url).list()
+            if not kind or r["kind"] in kind]
+    # round-robin over kinds, largest saving first within each: the queue shows several kinds of change
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_kind.setdefault(r["kind"], []).append(r)
+    order = sorted(by_kind, key=lambda k: -by_kind[k][0]["est_monthly_savings_usd"])
+    picked: list[dict[str, Any]] = []
+    while len(picked) < count and any(by_kind[k] for k in order):
+        for k in order:
+            if by_kind[k] and len(picked) < count:
+                picked.append(by_kind[k].pop(0))
+    if not picked:
+        err_console.print("no open recommendations to propose from; run `gpufinops recommend` first")
+    for r in picked:
+        try:
+            c = svc.create_from_recommendation(r["id"], actor=actor, ticket=ticket, idempotency_key=f"propose-top:{r['id']}")
+        except GpufinopsError as exc:
+            err_console.print(f"[yellow]skipped[/] {r['id']} ({r['kind']}): {exc}", highlight=False)
+            continue
+        console.print(f"{c.id} {c.status}: {c.kind} {c.target_kind}/{c.target_name} in {c.cluster}/{c.namespace or '-'} "
+                      f"(${r['est_monthly_savings_usd']:,.0f}/month)", highlight=False)
+
+
 @changes_app.command("approve")
 @handle_errors
 def approve(

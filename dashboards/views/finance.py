@@ -7,9 +7,10 @@ from datetime import timedelta
 import streamlit as st
 
 from dashboards import charts, queries
+from dashboards.budget_panel import budget_panel
 from dashboards.session import current
-from dashboards.widgets import money, pct, table, window
-from gpufinops.views.budgets import budget_status, load_budgets, month_forecast
+from dashboards.widgets import money, money_short, pct, table, window
+from gpufinops.views.budgets import fleet_forecast
 
 ctx = current()
 st.title("Finance")
@@ -31,20 +32,22 @@ lines_all = queries.cost_lines_daily(wh, scope, min(start, month_start), end, sh
 lines = lines_all[lines_all["day"] >= start].reset_index(drop=True)
 spend_all = queries.spend_by_team_daily(wh, scope, min(start, month_start), end, shared)
 spend = spend_all[spend_all["day"] >= start]
-month_spend = spend_all[spend_all["day"] >= month_start]
-forecast = month_forecast(lines_all, as_of, value="total_usd")
+forecast = fleet_forecast(queries.budget_run_rates(wh, scope, as_of))
 total = lines["total_usd"].sum()
 
 st.caption(f"{start} to {as_of} (UTC). Charged back to teams + unrecovered = total cost.")
 k = st.columns(5)
-k[0].metric("Total cost", money(total))
-k[1].metric("Charged back to teams", money(lines["charged_to_teams_usd"].sum()))
-k[2].metric("Unallocated (idle capacity)", money(lines["unallocated_usd"].sum()))
-k[3].metric("Idle-allocated GPU cost", money(lines["idle_usd"].sum()),
-            help="GPU cost of allocated GPUs that sat idle: GPU part × (1 − utilisation).")
-k[4].metric(f"Forecast, end of {as_of:%b}", money(forecast.forecast, cents=False),
+charged, unallocated, idle = (lines[c].sum() for c in ("charged_to_teams_usd", "unallocated_usd", "idle_usd"))
+# short amounts ($905.2k) so five tiles fit side by side; the exact figure is in each tile's help
+k[0].metric("Total cost", money_short(total), help=f"Exactly {money(total)}.")
+k[1].metric("Charged back to teams", money_short(charged), help=f"Exactly {money(charged)}.")
+k[2].metric("Unallocated (idle capacity)", money_short(unallocated), help=f"Exactly {money(unallocated)}.")
+k[3].metric("Idle-allocated GPU cost", money_short(idle),
+            help=f"Exactly {money(idle)}: GPU cost of allocated GPUs that sat idle, GPU part × (1 − utilisation).")
+k[4].metric(f"Forecast, end of {as_of:%b}",
+            money(forecast.forecast, cents=False) if forecast.forecast < 100_000 else money_short(forecast.forecast),
             help=f"Month to date {money(forecast.month_to_date)} + {forecast.days_left} days × "
-                 f"run rate {money(forecast.run_rate_per_day)}/day (mean of the last 7 days).")
+                 f"run rate {money(forecast.run_rate_per_day)}/day (mean of the last {forecast.run_rate_days} days).")
 
 st.plotly_chart(charts.cost_lines(lines), key="cost_lines_chart")
 table(lines, "cost_lines_daily")
@@ -65,20 +68,8 @@ else:
     table(summary, "chargeback_by_team", column_config={"idle_gpu_pct": st.column_config.NumberColumn(format="percent")})
 
 st.subheader("Budget vs actual")
-budgets = load_budgets(ctx.dashboard.budgets_file)
-status = budget_status(month_spend, budgets, as_of, ctx.dashboard.budget_alert_thresholds)
-if not budgets:
-    st.info(f"No budgets set. Add `team,monthly_budget_usd` rows to {ctx.dashboard.budgets_file}.")
-else:
-    alerts = status[status["alert"] != ""]
-    for row in alerts.itertuples():
-        st.warning(f"**{row.team}**: {row.alert} — month to date {money(row.month_to_date_usd)}, "
-                   f"forecast {money(row.forecast_usd)}, budget {money(row.monthly_budget_usd)}")
-    st.plotly_chart(charts.budget_vs_actual(status), key="budget_chart")
-table(status, "budget_vs_actual", column_config={
-    "pct_of_budget_actual": st.column_config.NumberColumn(format="percent"),
-    "pct_of_budget_forecast": st.column_config.NumberColumn(format="percent"),
-})
+status = queries.budget_status(wh, scope, as_of, ctx.dashboard.budgets_file, tuple(ctx.dashboard.budget_alert_thresholds))
+budget_panel(status, ctx.dashboard.budgets_file)
 
 st.subheader("Bill reconciliation")
 bill = queries.bill_reconciliation(wh, scope, start, end)

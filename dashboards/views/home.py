@@ -9,7 +9,7 @@ import streamlit as st
 
 from dashboards import queries
 from dashboards.session import current
-from dashboards.widgets import money, pct
+from dashboards.widgets import money, money_short, pct
 
 ctx = current()
 scope, wh = ctx.scope, ctx.warehouse
@@ -31,11 +31,11 @@ if scope.fleet:  # the whole bill, unallocated capacity included
 else:
     cost = totals["chargeback_usd"].sum()
 k = st.columns(4)
-k[0].metric("Cost, last 7 days", money(cost))
+k[0].metric("Cost, last 7 days", money_short(cost), help=f"Exactly {money(cost)}.")
 k[1].metric("GPU-hours", f"{totals['gpu_hours'].sum():,.0f}")
 k[2].metric("Idle GPU %", pct(1 - totals["utilized_gpu_hours"].sum() / measured if measured else None),
             help="Allocated but idle share of the measured GPU-hours.")
-k[3].metric("Idle GPU cost", money(totals["idle_cost_usd"].sum()))
+k[3].metric("Idle GPU cost", money_short(totals["idle_cost_usd"].sum()))
 
 if scope.fleet:
     now = queries.stranded_gpus(wh, scope)
@@ -43,7 +43,7 @@ if scope.fleet:
     f[0].metric("GPUs now", f"{now['gpu_capacity'].sum():,.0f}")
     f[1].metric("Unallocated GPUs now", f"{now['gpu_free'].sum():,.1f}")
     f[2].metric("Stranded by fragmentation", f"{now['stranded_gpus'].sum():,.1f}")
-    f[3].metric("Charged back to teams, 7 days", money(totals["chargeback_usd"].sum()))
+    f[3].metric("Charged back to teams, 7 days", money_short(totals["chargeback_usd"].sum()))
 
 st.subheader("Top recommendations")
 recs = queries.recommendations(wh, scope)

@@ -3,12 +3,15 @@ proposing / approving the team's changes."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import streamlit as st
 
 from dashboards import charts, queries
+from dashboards.budget_panel import budget_panel
 from dashboards.session import current
 from dashboards.unit_cost_panel import unit_cost_panel
-from dashboards.widgets import change_actions, money, pct, table, window
+from dashboards.widgets import change_actions, money, money_short, pct, table, window
 
 ctx = current()
 st.title("Team")
@@ -40,10 +43,10 @@ totals = queries.team_totals(wh, team_scope, start, end)
 row = totals.iloc[0] if len(totals) else None
 k = st.columns(5)
 k[0].metric("GPU-hours", f"{row.gpu_hours:,.1f}" if row is not None else "0")
-k[1].metric("Cost (chargeback)", money(row.chargeback_usd if row is not None else 0))
+k[1].metric("Cost (chargeback)", money_short(row.chargeback_usd if row is not None else 0))
 k[2].metric("Idle GPU %", pct(row.idle_pct if row is not None else None),
             help="Idle-allocated share of the measured GPU-hours (unmeasured hours are not guessed).")
-k[3].metric("Idle GPU cost", money(row.idle_cost_usd if row is not None else 0))
+k[3].metric("Idle GPU cost", money_short(row.idle_cost_usd if row is not None else 0))
 unmeasured = (row.gpu_hours - row.measured_gpu_hours) if row is not None else 0
 k[4].metric("Unmeasured GPU-hours", f"{unmeasured:,.1f}", help="Hours with no DCGM series for the pod.")
 
@@ -53,6 +56,11 @@ if not daily.empty:
     table(daily, f"team_{team}_daily")
 
 unit_cost_panel(wh, team_scope, start, end)
+
+st.subheader("Budget")
+budget_panel(queries.budget_status(wh, team_scope, end - timedelta(days=1), ctx.dashboard.budgets_file,
+                                   tuple(ctx.dashboard.budget_alert_thresholds)), ctx.dashboard.budgets_file,
+             key=f"team_{team}_budget")
 
 st.subheader("Most idle workloads")
 idle = queries.idle_workloads(wh, team_scope, start, end, limit=10)

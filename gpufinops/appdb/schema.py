@@ -35,6 +35,7 @@ __all__ = [
     "idempotency_keys",
     "workloads",
     "control_flags",
+    "budget_notifications",
     "GENESIS_HASH",
 ]
 
@@ -192,4 +193,22 @@ control_flags = Table(
     Column("value", JSON),
     Column("updated_by", String(255)),
     Column("updated_at", DateTime(timezone=True)),
+)
+
+# A budget breach notice sent (or being sent: status 'claimed') to one audience over one channel.
+# breach_id = "<scope_id>|<basis>|<day>": the primary key makes a breach go out once per day.
+budget_notifications = Table(
+    "budget_notifications",
+    metadata,
+    Column("breach_id", String(600), primary_key=True),
+    Column("audience", String(255), primary_key=True),
+    Column("channel", String(64), primary_key=True),
+    Column("day", String(10), nullable=False),
+    Column("scope_id", String(512), nullable=False),
+    Column("basis", String(16), nullable=False),  # run_rate | forecast
+    Column("status", String(16), nullable=False),  # claimed | sent
+    Column("detail", JSON),
+    Column("claimed_at", DateTime(timezone=True), nullable=False),
+    Column("sent_at", DateTime(timezone=True)),
+    Index("ix_budget_notifications_day", "day"),
 )

@@ -86,6 +86,27 @@ def data_window(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
 
 
 @_query
+def budget_run_rates(cur: duckdb.DuckDBPyConnection, scope: Scope, as_of: date | None) -> pd.DataFrame:
+    """fct_budget_run_rate_daily on ``as_of`` (default: its last day): spend, month to date, run rate and
+    month-end forecast per team and workload the viewer may see, and the fleet for fleet viewers."""
+    where, params = _team_filter(scope)
+    fleet = " or scope_kind = 'fleet'" if scope.fleet else ""
+    day = "?" if as_of is not None else "(select max(day) from fct_budget_run_rate_daily)"
+    return _df(
+        cur,
+        f"""
+        select day, scope_kind, scope_id, team, workload_cluster as cluster, namespace, workload_kind, workload,
+               spend_usd, month_to_date_usd, run_rate_days, run_rate_usd_day, days_left, days_in_month,
+               forecast_month_end_usd
+        from fct_budget_run_rate_daily
+        where day = {day} and ((scope_kind <> 'fleet'{where}){fleet})
+        order by scope_kind, scope_id
+        """,
+        ([as_of] if as_of is not None else []) + params,
+    )
+
+
+@_query
 def teams(cur: duckdb.DuckDBPyConnection, scope: Scope) -> pd.DataFrame:
     """Tenants and teams the viewer may see, from the showback mart."""
     where, params = _team_filter(scope)

@@ -476,6 +476,9 @@ def _pod_from_row(cluster: str, key: str, row: dict, trace: _Trace, opts: Worklo
             containers.append(("istio-proxy", {"cpu": side[0], "memory": side[1]}, {"cpu": side[0], "memory": side[1]}))
         if tier_key == "serving":
             priority, pclass = 100000, "serving-high"
+            # the warm-up lead time a scale-to-zero window leaves before traffic returns: container start
+            # plus loading the model, about 1 s per GiB of the server's memory (no rng: the fleet stays as it was)
+            annotations["gpufinops.io/warmup-seconds"] = str(int(60 + mem / (1 << 30)))
     elif tier_key == "training":
         base = _TRAIN_NAMES[int(rng.integers(len(_TRAIN_NAMES)))]
         job = f"{base}-{_suffix(rng, 4)}{int(rng.integers(100, 999))}"

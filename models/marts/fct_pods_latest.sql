@@ -61,6 +61,8 @@ final as (
         coalesce(s.checkpointed, false) as checkpointed,
         coalesce(lower(p.annotations['karpenter.sh/do-not-disrupt']) = 'true', false) as do_not_disrupt,
         nullif(p.annotations['{{ var("pdb_annotation") }}'], '') as pdb,
+        -- the serving warm-up lead time (model load) the scale-to-zero window leaves before traffic returns
+        {{ safe_cast("p.annotations['" ~ var('warmup_annotation') ~ "']", 'double') }} as warmup_seconds,
         p.node_selector,
         p.tolerations
     from placed as p
