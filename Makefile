@@ -48,8 +48,8 @@ bench: install
 	$(BIN)/python -m bench.run
 
 lint: install
-	$(BIN)/ruff check gpufinops cli ingest transform recommender simulator changes controller api dashboards reports bench testsupport tests
-	$(BIN)/mypy gpufinops ingest transform recommender simulator changes controller api dashboards reports cli
+	$(BIN)/ruff check gpufinops cli ingest exports transform recommender simulator changes controller api dashboards reports bench testsupport tests
+	$(BIN)/mypy gpufinops ingest exports transform recommender simulator changes controller api dashboards reports cli
 
 clean:
 	rm -rf $(HOME_DIR) target dbt_packages logs

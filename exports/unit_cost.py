@@ -20,8 +20,8 @@ MART = "fct_serving_unit_cost_daily"
 
 
 def _has_mart(con: duckdb.DuckDBPyConnection) -> bool:
-    return bool(con.execute(
-        "select count(*) from information_schema.tables where table_name = ?", [MART]).fetchone()[0])
+    row = con.execute("select count(*) from information_schema.tables where table_name = ?", [MART]).fetchone()
+    return bool(row and row[0])
 
 
 def unit_costs(con: duckdb.DuckDBPyConnection, start: date, end: date, *, teams: Sequence[str] | None = None,
@@ -30,7 +30,7 @@ def unit_costs(con: duckdb.DuckDBPyConnection, start: date, end: date, *, teams:
     highest cost first. ``teams`` limits to those teams; ``workload`` = (cluster, namespace, kind, name)."""
     if not _has_mart(con):
         return []
-    where, params = ["matched", "day >= ?", "day < ?"], [start, end]
+    where, params = ["matched", "day >= ?", "day < ?"], list[object]([start, end])
     if teams is not None:
         where.append(f"team in ({', '.join('?' for _ in teams) or 'null'})")
         params += list(teams)
@@ -78,7 +78,7 @@ def unmatched_requests(con: duckdb.DuckDBPyConnection, start: date, end: date,
     """Requests of series that matched no pod, per (cluster, namespace, model), over days [start, end)."""
     if not _has_mart(con):
         return []
-    where, params = ["not matched", "day >= ?", "day < ?"], [start, end]
+    where, params = ["not matched", "day >= ?", "day < ?"], list[object]([start, end])
     if namespaces is not None:
         where.append(f"namespace in ({', '.join('?' for _ in namespaces) or 'null'})")
         params += list(namespaces)
