@@ -97,13 +97,14 @@ def test_simulate_json_has_the_contracted_shape(tmp_path):
     out = json.loads(res.output)
     assert set(out) == {"policies"} and list(out["policies"]) == list(POLICIES)
     for r in out["policies"].values():
-        assert set(r) == {"final_alloc_pct", "frag_pct_capacity", "seeds", "alloc_curve"}
+        assert set(r) == {"final_alloc_pct", "frag_pct_capacity", "alloc_pct_at_100", "seeds", "alloc_curve"}
         assert r["seeds"] == 2 and 0 < r["final_alloc_pct"] <= 100 and 0 <= r["frag_pct_capacity"] <= 100
         xs = [p[0] for p in r["alloc_curve"]]
         assert xs == sorted(xs) and all(a <= x + 1.0 for x, a in r["alloc_curve"])
         # pods never leave: the end-of-arrival allocation is at least the one at 100 % arrival
         at100 = dict((x, a) for x, a in r["alloc_curve"])[100.0]
         assert r["final_alloc_pct"] >= at100 - 0.01
+        assert r["alloc_pct_at_100"] == pytest.approx(at100, abs=0.011)
 
 
 @pytest.mark.skipif(not OPENB.exists(), reason="openb traces not present")
