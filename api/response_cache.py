@@ -17,25 +17,36 @@ bytes. An entry is valid only while:
   bounds how long a write by another process (the recommender, the CLI) can take to show.
 
 The cache is a bounded LRU (``api.response_cache_size`` entries); unknown ids and errors are never
-cached.
+cached. A miss is computed once however many requests ask for the key at the same moment
+(:meth:`ResponseCache.answer`: the others await the same computation, if it started under the same
+warehouse stamp and app DB generation), so an expiry under load costs one computation, not one per
+client in flight.
+
+:class:`CachedReadMiddleware` serves a repeat of a GET the route already answered (the same path, the
+same raw query string, a caller with the same scope) straight from this cache, before routing: the
+token is checked as always (embedded tokens; an OIDC deployment goes through the route), the answer
+must still be valid as above, and a team caller must be allowed the answer's team, or the request goes
+to the route, which answers it, errors included, as it always does.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, event
 from sqlalchemy.pool import Pool
+from starlette.concurrency import run_in_threadpool
 
 from gpufinops.warehouse import Stamp
 
-__all__ = ["CachedBody", "ResponseCache", "app_db_generation"]
+__all__ = ["CachedBody", "CachedReadMiddleware", "ResponseCache", "app_db_generation", "request_key", "view_of"]
 
 _commits = itertools.count(1)
 _generation = 0
@@ -76,6 +87,10 @@ class CachedBody:
     # app DB generation it was read under, and the monotonic deadline (None: it read no app DB)
     generation: int | None = None
     expires: float | None = None
+    # whether a caller must be allowed ``team`` (the cost of one workload), and the route it came from
+    # (for the metrics' route label when the middleware serves it)
+    check_team: bool = False
+    route: Any = None
 
     def valid(self, stamp: Stamp, now: float) -> bool:
         if stamp != self.stamp:
@@ -92,8 +107,46 @@ class ResponseCache:
         self.size = size
         self._lock = threading.Lock()
         self._items: OrderedDict[Hashable, CachedBody] = OrderedDict()
+        # key -> (stamp, generation, the computation in flight); touched on the event loop only
+        self._flights: dict[Hashable, tuple[Stamp | None, int, asyncio.Future[tuple[CachedBody, bool]]]] = {}
         self.hits = 0
         self.misses = 0
+        self.computed = 0
+
+    async def answer(self, key: Hashable, stamp: Stamp | None,
+                     compute: Callable[[], tuple[CachedBody, bool]], raw_key: Hashable | None = None) -> CachedBody:
+        """The cached answer for ``key`` under ``stamp`` (None: no warehouse yet, never a hit), or the
+        result of ``compute`` (run in the threadpool; returns the answer and whether it may be kept),
+        shared by every request that asks while it runs."""
+        if stamp is not None and self.size > 0:
+            hit = self.get(key, stamp)
+            if hit is not None:
+                if raw_key is not None:
+                    self.put(raw_key, hit)
+                return hit
+        loop = asyncio.get_running_loop()
+        generation = _generation
+        flight = self._flights.get(key)
+        if flight is None or flight[0] != stamp or flight[1] != generation or flight[2].get_loop() is not loop:
+            future: asyncio.Future[tuple[CachedBody, bool]] = asyncio.ensure_future(run_in_threadpool(compute))
+            flight = (stamp, generation, future)
+            self._flights[key] = flight
+
+            def done(f: asyncio.Future[tuple[CachedBody, bool]], key: Hashable = key,
+                     flight: Any = flight) -> None:
+                if self._flights.get(key) is flight:
+                    del self._flights[key]
+                if not f.cancelled() and f.exception() is None:
+                    body, keep = f.result()
+                    if keep:
+                        self.put(key, body)
+
+            future.add_done_callback(done)
+            self.computed += 1
+        body, keep = await asyncio.shield(flight[2])
+        if keep and raw_key is not None:
+            self.put(raw_key, body)
+        return body
 
     def get(self, key: Hashable, stamp: Stamp) -> CachedBody | None:
         now = time.monotonic()
@@ -122,3 +175,59 @@ class ResponseCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
+
+
+def view_of(actor: Any) -> tuple[str, ...] | None:
+    """What of the warehouse a caller may see: None = everything (admin, finance), else its teams."""
+    return None if (actor.is_admin or actor.is_finance) else tuple(sorted(actor.member_teams))
+
+
+def request_key(scope: Any, view: tuple[str, ...] | None) -> tuple[Any, ...]:
+    """The key of a request as it arrived: path, raw query string and the caller's view."""
+    return ("raw", scope["path"], scope.get("query_string", b""), view)
+
+
+Scope_ = dict[str, Any]
+
+
+class CachedReadMiddleware:
+    """Pure ASGI: a GET whose (path, query string, caller's view) a route answered before and whose
+    answer is still valid is sent from the cache without routing or dependency solving."""
+
+    def __init__(self, app: Any, ctx: Any) -> None:
+        self.app = app
+        self.ctx = ctx
+
+    def _hit(self, scope: Scope_) -> CachedBody | None:
+        ctx = self.ctx
+        if ctx.auth.oidc is not None or ctx.responses.size <= 0:
+            return None
+        header = None
+        for name, value in scope.get("headers") or ():
+            if name == b"authorization":
+                header = value.decode("latin-1")
+                break
+        if header is None:
+            return None
+        try:
+            actor = ctx.auth.authenticate(header)
+            stamp = ctx.warehouse.reader.stamp()
+        except Exception:  # noqa: BLE001 - any refusal or error: the route answers it
+            return None
+        hit: CachedBody | None = ctx.responses.get(request_key(scope, view_of(actor)), stamp)
+        if hit is None or (hit.check_team and not actor.can_see_team(hit.team)):
+            return None
+        return hit
+
+    async def __call__(self, scope: Scope_, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "GET":
+            hit = self._hit(scope)
+            if hit is not None:
+                if hit.route is not None:
+                    scope["route"] = hit.route
+                await send({"type": "http.response.start", "status": 200,
+                            "headers": [(b"content-length", str(len(hit.body)).encode()),
+                                        (b"content-type", b"application/json")]})
+                await send({"type": "http.response.body", "body": hit.body})
+                return
+        await self.app(scope, receive, send)

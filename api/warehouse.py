@@ -122,6 +122,9 @@ class WarehouseReader:
         self._index_stamp: Stamp | None = None
         self._hours: OrderedDict[tuple[str, str, str, str], dict[date, int]] = OrderedDict()
         self._hours_stamp: Stamp | None = None
+        # workload_cost_view answers of one version (the same bound as the hours cache)
+        self._views: OrderedDict[Any, tuple[dict[str, Any], dict[str, Any]]] = OrderedDict()
+        self._views_stamp: Stamp | None = None
 
     # ------------------------------------------------------------------ connection
     @property
@@ -154,6 +157,8 @@ class WarehouseReader:
             self._index = self._index_stamp = None
             self._hours.clear()
             self._hours_stamp = None
+            self._views.clear()
+            self._views_stamp = None
         self.reader.close()
 
     def readable(self) -> bool:
@@ -250,10 +255,17 @@ class WarehouseReader:
     def workload_cost_view(self, cluster: str, namespace: str, kind: str, name: str,
                            window: timedelta) -> tuple[Stamp, dict[str, Any], dict[str, Any]]:
         """(stamp, ``workload_cost``, serving unit cost over the same days) read in one snapshot, so
-        both halves and the stamp are of one published version."""
+        both halves and the stamp are of one published version; kept per version in a bounded LRU (the
+        dicts are shared: callers must not change them)."""
         from exports.unit_cost import workload_unit_cost
 
         key = (cluster, namespace, kind, name)
+        ckey = (key, window)
+        now = self.reader.stamp()
+        with self._lock:
+            if self._views_stamp == now and ckey in self._views:
+                self._views.move_to_end(ckey)
+                return now, *self._views[ckey]
         with self._cursor() as (con, stamp):
             cost = self._workload_cost(con, stamp, key, window)
             if cost.get("window_start") is None:
@@ -263,6 +275,13 @@ class WarehouseReader:
                 end = (datetime.fromisoformat(cost["window_end"]) - timedelta(microseconds=1)).date() \
                     + timedelta(days=1)
                 serving = workload_unit_cost(con, key, start, end)
+        with self._lock:
+            if self._views_stamp != stamp:
+                self._views.clear()
+                self._views_stamp = stamp
+            self._views[ckey] = (cost, serving)
+            while len(self._views) > self.hours_cache_size:
+                self._views.popitem(last=False)
         return stamp, cost, serving
 
     def _workload_cost(self, con: duckdb.DuckDBPyConnection, stamp: Stamp, key: tuple[str, str, str, str],

@@ -13,17 +13,18 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from api.deps import ApiContext
-from api.response_cache import CachedBody
+from api.response_cache import CachedBody, request_key, view_of
 from api.warehouse import WorkloadRef
 from changes import idempotency
 from changes.model import Actor
 from gpufinops.appdb import as_utc
 from gpufinops.appdb.schema import recommendations, workloads
 from gpufinops.errors import ConfigError, NotFound
+from gpufinops.warehouse import Stamp
 
 __all__ = [
     "IdempotencyKey",
-    "cached",
+    "answer",
     "json_body",
     "run_idempotent",
     "WorkloadView",
@@ -54,16 +55,18 @@ def json_body(payload: Any) -> bytes:
     return bytes(JSONResponse(jsonable_encoder(payload)).body)
 
 
-def cached(ctx: ApiContext, key: Hashable) -> CachedBody | None:
-    """The cached answer for ``key`` if it is of the live warehouse version (None: compute it; also when
-    there is no warehouse yet, so the route's own error is raised)."""
-    if ctx.responses.size <= 0:
-        return None
+async def answer(ctx: ApiContext, key: Hashable, compute: Callable[[], tuple[CachedBody, bool]],
+                 request: Request | None = None, actor: Actor | None = None) -> CachedBody:
+    """The cached answer for ``key`` if it is of the live warehouse version, else ``compute``'s (in the
+    threadpool, once for all the requests asking meanwhile; see ``ResponseCache.answer``). With
+    ``request`` and ``actor`` the answer is also kept under the request as it arrived, for
+    ``CachedReadMiddleware``."""
     try:
-        stamp = ctx.warehouse.reader.stamp()  # a realpath and two stats: fine on the event loop
+        stamp: Stamp | None = ctx.warehouse.reader.stamp()  # a realpath and two stats: fine on the loop
     except ConfigError:
-        return None
-    return ctx.responses.get(key, stamp)
+        stamp = None  # no warehouse yet: compute, so the route's own error is raised
+    raw = request_key(request.scope, view_of(actor)) if request is not None and actor is not None else None
+    return await ctx.responses.answer(key, stamp, compute, raw)
 
 
 def run_idempotent(ctx: ApiContext, actor: Actor, request: Request, key: str | None, body: Any,

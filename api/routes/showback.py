@@ -10,14 +10,13 @@ from __future__ import annotations
 from datetime import date
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
 from api.deps import ActorDep, ApiContext, CtxDep
 from api.errors import PROBLEM_RESPONSES
-from api.response_cache import CachedBody
-from api.routes._common import cached, json_body
+from api.response_cache import CachedBody, view_of
+from api.routes._common import answer, json_body
 
 __all__ = ["router"]
 
@@ -25,7 +24,7 @@ router = APIRouter(prefix="/v1", tags=["showback"], responses=PROBLEM_RESPONSES)
 _MAX_DAYS = 400
 
 
-def _showback_body(ctx: ApiContext, key: tuple[Any, ...]) -> tuple[CachedBody, bool]:
+def _showback_body(ctx: ApiContext, key: tuple[Any, ...], route: Any = None) -> tuple[CachedBody, bool]:
     """The serialised answer (one warehouse snapshot) and whether it may be cached: not when the
     default last day came from the clock (a warehouse without hours)."""
     _, first, last, group_by, teams = key
@@ -36,25 +35,20 @@ def _showback_body(ctx: ApiContext, key: tuple[Any, ...]) -> tuple[CachedBody, b
         "lines": lines,
     }
     cacheable = key[2] is not None or ctx.warehouse.last_hour() is not None
-    return CachedBody(json_body(payload), stamp), cacheable
+    return CachedBody(json_body(payload), stamp, route=route), cacheable
 
 
 @router.get("/showback", summary="Showback / chargeback lines (scoped to the caller's teams)",
             response_model=dict[str, Any])
 async def showback(
-    ctx: CtxDep, actor: ActorDep,
+    request: Request, ctx: CtxDep, actor: ActorDep,
     from_: Annotated[date | None, Query(alias="from", description="first day (inclusive), YYYY-MM-DD")] = None,
     to: Annotated[date | None, Query(description="last day (inclusive), YYYY-MM-DD")] = None,
     group_by: Annotated[Literal["tenant", "team", "namespace"], Query()] = "team",
 ) -> Response:
     """Answered from the response cache while the warehouse version is the same (api/response_cache.py);
     a miss reads the warehouse in the threadpool."""
-    teams = None if (actor.is_admin or actor.is_finance) else tuple(sorted(actor.member_teams))
+    teams = view_of(actor)
     key = ("showback", from_, to, group_by, teams)
-    hit = cached(ctx, key)
-    if hit is None:
-        fresh, cacheable = await run_in_threadpool(_showback_body, ctx, key)
-        if cacheable:
-            ctx.responses.put(key, fresh)
-        hit = fresh
+    hit = await answer(ctx, key, lambda: _showback_body(ctx, key, request.scope.get("route")), request, actor)
     return Response(hit.body, media_type="application/json")

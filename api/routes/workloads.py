@@ -15,7 +15,6 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
-from starlette.concurrency import run_in_threadpool
 
 from api.deps import ActorDep, ApiContext, CtxDep, require_writer
 from api.errors import PROBLEM_RESPONSES, ApiError
@@ -25,7 +24,7 @@ from api.routes._common import (
     WORKLOAD_ID_PATTERN,
     IdempotencyKey,
     WorkloadView,
-    cached,
+    answer,
     find_workload,
     json_body,
     open_recommendations_of,
@@ -263,7 +262,7 @@ def rightsizing_summary(recs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _cost_body(ctx: ApiContext, workload_id: str, text: str) -> CachedBody:
+def _cost_body(ctx: ApiContext, workload_id: str, text: str, route: Any = None) -> tuple[CachedBody, bool]:
     """The cost answer, serialised: the app DB's registry row and open recommendations (read under the
     app DB generation taken first), then cost and serving unit cost from one warehouse snapshot."""
     delta = parse_window(text)
@@ -282,13 +281,14 @@ def _cost_body(ctx: ApiContext, workload_id: str, text: str) -> CachedBody:
         out["budget_usd"] = round(float(budget) * days, 2)
     out["rightsizing"] = rightsizing_summary(recs)
     return CachedBody(json_body(out), stamp, team=wl.team, generation=generation,
-                      expires=time.monotonic() + ctx.api.app_db_cache_s)
+                      expires=time.monotonic() + ctx.api.app_db_cache_s, check_team=True,
+                      route=route), ctx.api.app_db_cache_s > 0
 
 
 @router.get("/{workload_id}/cost", summary="Cost, idle share and rightsizing of a workload",
             response_model=dict[str, Any])
 async def get_cost(
-    workload_id: WorkloadId, ctx: CtxDep, actor: ActorDep,
+    request: Request, workload_id: WorkloadId, ctx: CtxDep, actor: ActorDep,
     window: Annotated[str | None, Query(max_length=8, pattern=r"^[1-9][0-9]{0,4}[hdw]$",
                                         description="e.g. 24h, 7d, 2w (ends at the warehouse's last hour)")] = None,
 ) -> Response:
@@ -296,12 +296,8 @@ async def get_cost(
     changed (api/response_cache.py); a miss reads both in the threadpool. Another team's workload is 404,
     exactly like an unknown id, whether cached or not."""
     text = window or ctx.api.default_cost_window
-    key = ("cost", workload_id, text)
-    hit = cached(ctx, key)
-    if hit is None:
-        hit = await run_in_threadpool(_cost_body, ctx, workload_id, text)
-        if ctx.api.app_db_cache_s > 0:
-            ctx.responses.put(key, hit)
+    hit = await answer(ctx, ("cost", workload_id, text),
+                       lambda: _cost_body(ctx, workload_id, text, request.scope.get("route")), request, actor)
     if not actor.can_see_team(hit.team):
         raise NotFound(f"workload {workload_id} not found")
     return Response(hit.body, media_type="application/json")
