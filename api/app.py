@@ -23,6 +23,7 @@ from api.config import ApiSettings, load_api_settings
 from api.deps import ApiContext
 from api.errors import install_error_handlers, problem
 from api.metrics import Metrics, MetricsMiddleware
+from api.response_cache import CachedReadMiddleware, ResponseCache
 from api.routes import ROUTERS
 from api.warehouse import WarehouseReader
 from changes.policy import Policy
@@ -146,6 +147,7 @@ def create_app(
         settings=settings, api=api, engine=engine, policy=policy, service=service,
         warehouse=WarehouseReader(warehouse_path), auth=Authenticator(api, api.tokens_path(settings)),
         metrics=metrics, team_of=team_of, clock=clock, kube_factory=kube_factory,
+        responses=ResponseCache(api.response_cache_size),
     )
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -169,6 +171,8 @@ def create_app(
     install_error_handlers(app)
     for router in ROUTERS:
         app.include_router(router)
+    # innermost: a repeat of a cached read is answered before routing (api/response_cache.py)
+    app.add_middleware(CachedReadMiddleware, ctx=ctx)
     app.add_middleware(BodyLimitMiddleware, limit=api.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=metrics)
 

@@ -6,7 +6,10 @@ Roles are ``platform-admin``, ``finance``, ``team-lead:<team>`` and ``member:<te
   ``<home>/api-tokens.yaml``, mode 0600) holding, per token, a name, its roles, a random salt and
   ``sha256(salt || token)``. Only hashes are stored; ``gpufinops api token create`` prints a token once.
   Tokens are 256-bit random strings, so one salted SHA-256 is enough (a slow password hash would only
-  slow every request); comparison is constant-time. The file is re-read when it changes.
+  slow every request); comparison is constant-time. The file is re-read when it changes (its inode,
+  mtime or size: a create or revoke replaces it), and what a presented token verified to is cached
+  under the file's stamp, keyed by the token's SHA-256, so a request costs one stat and one hash; a
+  revoke changes the stamp, which empties the cache, so a revoked token fails on the next request.
 * **OIDC** (production): an RS256 JWT from the identity provider, verified against its JWKS with
   PyJWT's ``PyJWKClient`` (signature, ``exp``/``nbf``, ``iss``, ``aud``); groups in ``roles_claim``
   map to roles through ``api.oidc.group_roles`` and the team-lead / member group prefixes.
@@ -48,6 +51,7 @@ __all__ = [
 
 TOKEN_PREFIX = "gfo_"
 ROLE_PATTERN = NAMES_ROLE_PATTERN  # the one role vocabulary (gpufinops.views.names)
+_VERIFIED_MAX = 10_000
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9@._-]{0,127}$")
 
 
@@ -89,16 +93,18 @@ class TokenStore:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._entries: list[TokenEntry] = []
+        # sha256(token) -> the entry it verified to, for the file version ``_stamp`` (bounded)
+        self._verified: dict[bytes, TokenEntry] = {}
 
     # ------------------------------------------------------------------ reading
-    def _file_stamp(self) -> tuple[int, int] | None:
+    def _file_stamp(self) -> tuple[int, int, int] | None:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
             return None
-        return (st.st_mtime_ns, st.st_size)
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
 
     def _read(self) -> list[TokenEntry]:
         try:
@@ -120,20 +126,39 @@ class TokenStore:
                 raise ConfigError(f"API tokens file {self.path}: entry {i + 1} is invalid: {exc}") from exc
         return out
 
+    def _refresh(self) -> None:
+        """Re-read the file when its stamp moved (caller holds the lock)."""
+        stamp = self._file_stamp()
+        if stamp != self._stamp:
+            self._entries = self._read()
+            self._verified = {}
+            self._stamp = stamp
+
     def entries(self) -> list[TokenEntry]:
         with self._lock:
-            stamp = self._file_stamp()
-            if stamp != self._stamp:
-                self._entries = self._read()
-                self._stamp = stamp
+            self._refresh()
             return list(self._entries)
 
     def verify(self, token: str) -> TokenEntry | None:
+        digest = hashlib.sha256(token.encode()).digest()
+        with self._lock:
+            self._refresh()
+            hit = self._verified.get(digest)
+            if hit is not None:
+                return hit
+            entries, stamp = list(self._entries), self._stamp
         found = None
-        for entry in self.entries():
+        for entry in entries:
             # no early exit: the time taken does not depend on which entry matched
             if entry.matches(token):
                 found = entry
+        if found is not None:
+            with self._lock:
+                # only if the file did not change meanwhile; bounded: a full cache starts over
+                if self._stamp == stamp:
+                    if len(self._verified) >= _VERIFIED_MAX:
+                        self._verified = {}
+                    self._verified[digest] = found
         return found
 
     # ------------------------------------------------------------------ writing

@@ -69,6 +69,13 @@ class ApiSettings(BaseModel):
     # worker threads the (sync) route functions run on; few threads contend less for the GIL, and the
     # warehouse and app DB queries release it while they run
     threadpool_size: int = Field(default=8, ge=1, le=256)
+    # pre-serialised answers of the read endpoints kept per warehouse version (api/response_cache.py);
+    # 0 turns the cache off
+    response_cache_size: int = Field(default=4096, ge=0, le=1_000_000)
+    # the longest a cached answer that read the app DB (the cost endpoint's registry row and open
+    # recommendations) is kept: how long a write by another process (the recommender) takes to show at
+    # most; this process's own writes are seen by the next request
+    app_db_cache_s: float = Field(default=1.0, ge=0, le=3600)
 
     def tokens_path(self, settings: Settings) -> Path:
         env = os.environ.get(TOKENS_FILE_ENV)

@@ -20,6 +20,7 @@ from api.auth import Authenticator
 from api.config import ApiSettings
 from api.errors import ApiError
 from api.metrics import Metrics
+from api.response_cache import ResponseCache
 from api.warehouse import WarehouseReader
 from changes.model import Actor
 from changes.policy import Policy
@@ -46,6 +47,8 @@ class ApiContext:
     clock: Callable[[], datetime]
     # () -> the controller's Kubernetes client; built on first apply/rollback
     kube_factory: Callable[[], Any] | None = None
+    # pre-serialised answers of the read endpoints, per warehouse version (api/response_cache.py)
+    responses: ResponseCache = field(default_factory=ResponseCache)
     _kube: Any = field(default=None, repr=False)
 
     def kube(self) -> Any:

@@ -34,7 +34,7 @@ from gpufinops.errors import BadRequest
 from gpufinops.views.names import SYNTHETIC_LINES, idle_pct_sql
 from gpufinops.warehouse import Reader, Stamp
 
-__all__ = ["WarehouseReader", "WorkloadRef", "parse_window", "MAX_WINDOW"]
+__all__ = ["WarehouseReader", "WorkloadRef", "parse_window", "empty_unit_cost", "MAX_WINDOW"]
 
 MAX_WINDOW = timedelta(days=400)
 _WINDOW = re.compile(r"^([1-9][0-9]{0,4})([hdw])$")
@@ -50,6 +50,11 @@ def parse_window(text: str) -> timedelta:
     if delta > MAX_WINDOW:
         raise BadRequest(f"window {text!r} is longer than {MAX_WINDOW.days} days")
     return delta
+
+
+def empty_unit_cost() -> dict[str, Any]:
+    """The serving fields of a workload cost when the window has no hours."""
+    return {"requests": None, "tokens": None, "cost_per_1k_requests": None, "cost_per_1m_tokens": None, "models": []}
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,9 @@ class WarehouseReader:
         self._index_stamp: Stamp | None = None
         self._hours: OrderedDict[tuple[str, str, str, str], dict[date, int]] = OrderedDict()
         self._hours_stamp: Stamp | None = None
+        # workload_cost_view answers of one version (the same bound as the hours cache)
+        self._views: OrderedDict[Any, tuple[dict[str, Any], dict[str, Any]]] = OrderedDict()
+        self._views_stamp: Stamp | None = None
 
     # ------------------------------------------------------------------ connection
     @property
@@ -149,6 +157,8 @@ class WarehouseReader:
             self._index = self._index_stamp = None
             self._hours.clear()
             self._hours_stamp = None
+            self._views.clear()
+            self._views_stamp = None
         self.reader.close()
 
     def readable(self) -> bool:
@@ -239,35 +249,70 @@ class WarehouseReader:
         A window of whole days that ends at midnight UTC reads ``fct_workload_daily`` (a plain per-day sum
         of the hourly mart, so the same numbers) when that mart covers the hourly one's days; any other
         window reads ``fct_gpu_allocation_hourly``."""
-        key = (cluster, namespace, kind, name)
         with self._cursor() as (con, stamp):
-            facts = self._facts_of(con, stamp)
-            if facts.last_hour is None:
-                return {"cost_usd": 0.0, "idle_pct": None, "gpu_hours": 0.0, "window_start": None,
-                        "window_end": None, "warehouse_version": _version(stamp)}
-            end = facts.last_hour + timedelta(hours=1)
-            start = end - window
-            sums = ("coalesce(sum(total_cost_usd), 0), coalesce(sum(gpu_hours), 0), "
-                    "coalesce(sum(idle_gpu_hours), 0), coalesce(sum(utilized_gpu_hours), 0), "
-                    "coalesce(sum(idle_cost_usd), 0), coalesce(sum(gpu_cost_usd), 0), "
-                    "coalesce(sum(measured_gpu_hours), 0), coalesce(sum(unmeasured_gpu_hours), 0), "
-                    f"{idle_pct_sql()}")
-            where = "cluster = ? and namespace = ? and workload_kind = ? and workload = ?"
-            if self._daily_covers(facts, start, end):
-                row = con.execute(
-                    f"select {sums} from fct_workload_daily where {where} and day >= ? and day < ?",
-                    [*key, start.date(), end.date()],
-                ).fetchone()
-                by_day = self._hours_by_day(con, facts.stamp, key)
-                hours = sum(n for d, n in by_day.items() if start.date() <= d < end.date())
+            return self._workload_cost(con, stamp, (cluster, namespace, kind, name), window)
+
+    def workload_cost_view(self, cluster: str, namespace: str, kind: str, name: str,
+                           window: timedelta) -> tuple[Stamp, dict[str, Any], dict[str, Any]]:
+        """(stamp, ``workload_cost``, serving unit cost over the same days) read in one snapshot, so
+        both halves and the stamp are of one published version; kept per version in a bounded LRU (the
+        dicts are shared: callers must not change them)."""
+        from exports.unit_cost import workload_unit_cost
+
+        key = (cluster, namespace, kind, name)
+        ckey = (key, window)
+        now = self.reader.stamp()
+        with self._lock:
+            if self._views_stamp == now and ckey in self._views:
+                self._views.move_to_end(ckey)
+                return now, *self._views[ckey]
+        with self._cursor() as (con, stamp):
+            cost = self._workload_cost(con, stamp, key, window)
+            if cost.get("window_start") is None:
+                serving = empty_unit_cost()
             else:
-                row = con.execute(
-                    f"select {sums}, count(distinct hour) from fct_gpu_allocation_hourly where {where} "
-                    "and hour >= ? and hour < ?",
-                    [*key, start, end],
-                ).fetchone()
-                assert row is not None
-                row, hours = row[:9], row[9]
+                start = datetime.fromisoformat(cost["window_start"]).date()
+                end = (datetime.fromisoformat(cost["window_end"]) - timedelta(microseconds=1)).date() \
+                    + timedelta(days=1)
+                serving = workload_unit_cost(con, key, start, end)
+        with self._lock:
+            if self._views_stamp != stamp:
+                self._views.clear()
+                self._views_stamp = stamp
+            self._views[ckey] = (cost, serving)
+            while len(self._views) > self.hours_cache_size:
+                self._views.popitem(last=False)
+        return stamp, cost, serving
+
+    def _workload_cost(self, con: duckdb.DuckDBPyConnection, stamp: Stamp, key: tuple[str, str, str, str],
+                       window: timedelta) -> dict[str, Any]:
+        facts = self._facts_of(con, stamp)
+        if facts.last_hour is None:
+            return {"cost_usd": 0.0, "idle_pct": None, "gpu_hours": 0.0, "window_start": None,
+                    "window_end": None, "warehouse_version": _version(stamp)}
+        end = facts.last_hour + timedelta(hours=1)
+        start = end - window
+        sums = ("coalesce(sum(total_cost_usd), 0), coalesce(sum(gpu_hours), 0), "
+                "coalesce(sum(idle_gpu_hours), 0), coalesce(sum(utilized_gpu_hours), 0), "
+                "coalesce(sum(idle_cost_usd), 0), coalesce(sum(gpu_cost_usd), 0), "
+                "coalesce(sum(measured_gpu_hours), 0), coalesce(sum(unmeasured_gpu_hours), 0), "
+                f"{idle_pct_sql()}")
+        where = "cluster = ? and namespace = ? and workload_kind = ? and workload = ?"
+        if self._daily_covers(facts, start, end):
+            row = con.execute(
+                f"select {sums} from fct_workload_daily where {where} and day >= ? and day < ?",
+                [*key, start.date(), end.date()],
+            ).fetchone()
+            by_day = self._hours_by_day(con, facts.stamp, key)
+            hours = sum(n for d, n in by_day.items() if start.date() <= d < end.date())
+        else:
+            row = con.execute(
+                f"select {sums}, count(distinct hour) from fct_gpu_allocation_hourly where {where} "
+                "and hour >= ? and hour < ?",
+                [*key, start, end],
+            ).fetchone()
+            assert row is not None
+            row, hours = row[:9], row[9]
         assert row is not None
         cost, gpu_h, idle_h, used_h, idle_cost, gpu_cost, measured_h, unmeasured_h, idle_pct = row
         return {
@@ -357,11 +402,30 @@ class WarehouseReader:
             "nodes_lower_bound": int(lower) if lower is not None else None,
         }
 
+    def showback_view(self, first: date | None, last: date | None, group_by: str, teams: Sequence[str] | None,
+                      *, default_days: int = 30, max_days: int = 400) -> tuple[Stamp, date, date, list[dict[str, Any]]]:
+        """(stamp, first day, last day, ``showback`` lines) in one snapshot. ``last`` defaults to the
+        warehouse's last day with hours (today when it has none), ``first`` to ``default_days`` before it."""
+        with self._cursor() as (con, stamp):
+            if last is None:
+                last_hour = self._facts_of(con, stamp).last_hour
+                last = last_hour.date() if last_hour is not None else date.today()
+            if first is None:
+                first = last - timedelta(days=default_days - 1)
+            if first > last:
+                raise BadRequest(f"from {first} is after to {last}")
+            if (last - first).days + 1 > max_days:
+                raise BadRequest(f"from {first} to {last} spans more than {max_days} days")
+            start = datetime.combine(first, datetime.min.time())
+            end = datetime.combine(last + timedelta(days=1), datetime.min.time())
+            return stamp, first, last, self.showback(start, end, group_by, teams, cur=con)
+
     def showback(self, start: datetime, end: datetime, group_by: str,
-                 teams: Sequence[str] | None) -> list[dict[str, Any]]:
+                 teams: Sequence[str] | None, *, cur: duckdb.DuckDBPyConnection | None = None) -> list[dict[str, Any]]:
         """Showback lines per ``group_by`` (tenant | team | namespace) over [start, end) days.
 
-        ``teams`` None = every line, including the synthetic (unallocated)/(overhead) ones."""
+        ``teams`` None = every line, including the synthetic (unallocated)/(overhead) ones. ``cur``: read
+        on that cursor (one snapshot) instead of a new one."""
         cols = {"tenant": ["tenant"], "team": ["tenant", "team"], "namespace": ["cluster", "tenant", "team", "namespace"]}
         if group_by not in cols:
             raise BadRequest(f"group_by {group_by!r} must be tenant, team or namespace")
@@ -373,13 +437,15 @@ class WarehouseReader:
                 return []
             where += f" and team in ({', '.join('?' for _ in teams)})"
             params += list(teams)
-        with self.connection() as cur:
-            rows = cur.execute(
-                f"select {keys}, sum(gpu_hours), sum(idle_gpu_hours), sum(direct_cost_usd), sum(idle_cost_usd), "
-                f"sum(shared_cost_usd), sum(chargeback_usd) from fct_showback_daily where {where} "
-                f"group by {keys} order by sum(chargeback_usd) desc, {keys}",
-                params,
-            ).fetchall()
+        if cur is None:
+            with self.connection() as own:
+                return self.showback(start, end, group_by, teams, cur=own)
+        rows = cur.execute(
+            f"select {keys}, sum(gpu_hours), sum(idle_gpu_hours), sum(direct_cost_usd), sum(idle_cost_usd), "
+            f"sum(shared_cost_usd), sum(chargeback_usd) from fct_showback_daily where {where} "
+            f"group by {keys} order by sum(chargeback_usd) desc, {keys}",
+            params,
+        ).fetchall()
         out = []
         n = len(cols[group_by])
         for r in rows:

@@ -1,9 +1,15 @@
-"""A bounded load test of the API on loopback: N concurrent clients (asyncio + httpx) against a uvicorn
-server for S seconds, on GET /v1/workloads/{id}/cost; prints requests, req/s, p50/p95/p99 ms, errors,
-the CPU each side used and the server's peak RSS, as a markdown row.
+"""A bounded load test of the API on loopback: N concurrent clients (asyncio + httpx, or a minimal raw
+HTTP/1.1 client) against a uvicorn server for S seconds, per endpoint: the cost of the costliest workload
+(GET /v1/workloads/{id}/cost?window=7d) and the showback (GET /v1/showback?group_by=namespace), and,
+first, a trivial FastAPI route returning a constant JSON body (bench/trivial_app.py) served with the same
+uvicorn settings and driven by the same client: the baseline. Prints one markdown row per endpoint:
+requests, req/s, p50/p95/p99 ms, errors, the server's CPU (% of one core, ms/request) and peak RSS, the
+load generator's own CPU (% of one core, ms/request: near 100 % means the client, not the server, was
+the limit) and the req/s as a ratio of the baseline's.
 
     python -m bench.api_load [--home DIR] [--clients 200] [--seconds 20] [--client httpx|raw]
                              [--client-procs 1] [--server-threads N] [--path PATH]
+                             [--endpoints cost,showback] [--no-baseline] [--json FILE]
 
 Without ``--home`` it builds the tests' mini world (tests/fixtures/faces/mini_lake.py, through
 ``dbt build``) and its app DB in a temp folder. With
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import json
 import multiprocessing
 import os
 import shutil
@@ -82,8 +89,9 @@ def _pick_path(home: Path) -> str:
 
     con = connect(home / "warehouse.duckdb", read_only=True)
     try:
-        row = con.execute("select cluster, namespace, workload_kind, workload from fct_gpu_allocation_hourly "
-                          "group by all order by sum(total_cost_usd) desc limit 1").fetchone()
+        # the daily mart: ~24x fewer rows than the hourly one, same sums (fleet scale: no Python-side load)
+        row = con.execute("select cluster, namespace, workload_kind, workload from fct_workload_daily "
+                          "group by all order by sum(total_cost_usd) desc, 1, 2, 3, 4 limit 1").fetchone()
     finally:
         con.close()
     assert row is not None, "the warehouse has no workloads"
@@ -227,6 +235,87 @@ def _measure(raw: bool, base: str, path: str, token: str, clients: int, seconds:
             "sent": sum(p["sent"] for p in parts)}
 
 
+def _wait_ready(base: str, probe: str, headers: dict[str, str]) -> bool:
+    for _ in range(600):
+        try:
+            if httpx.get(base + probe, headers=headers, timeout=1).status_code in (200, 503):
+                return True
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    return False
+
+
+def measure_server(target: Any, target_args: tuple[Any, ...], port: int, path: str, token: str,
+                   args: argparse.Namespace, label: str, probe: str = "/healthz") -> dict[str, Any]:
+    """Start ``target(*target_args)`` (a uvicorn server on ``port``) in a child process, check that
+    ``path`` answers 200, drive it for ``args.warmup`` + ``args.seconds`` and return the figures: the
+    server's req/s, latency quantiles, errors, CPU ms/request and peak RSS, and the client's CPU."""
+    headers = {"Authorization": f"Bearer {token}"}
+    server = multiprocessing.get_context("spawn").Process(target=target, args=(*target_args, port), daemon=True)
+    server.start()
+    assert server.pid is not None
+    base = f"http://127.0.0.1:{port}"
+    try:
+        if not _wait_ready(base, probe, headers):
+            raise RuntimeError(f"{label}: the server did not start")
+        first = httpx.get(base + path, headers=headers, timeout=60)
+        if first.status_code != 200:
+            raise RuntimeError(f"{label}: GET {path} answered {first.status_code}: {first.text[:500]}")
+        cpu0, wall0 = _proc_cpu_s(server.pid), time.perf_counter()
+        res = _measure(args.client == "raw", base, path, token, args.clients, args.seconds, args.warmup,
+                       args.client_procs)
+        cpu1, wall = _proc_cpu_s(server.pid), time.perf_counter() - wall0
+        rss = _proc_peak_rss_mb(server.pid)
+    finally:
+        server.terminate()
+        server.join(10)
+    lat = sorted(res["latencies"])
+    n, secs = len(lat), res["seconds"]
+    server_cpu = (cpu1 - cpu0) if cpu0 is not None and cpu1 is not None else None
+    return {
+        "endpoint": label, "path": path, "client": args.client, "clients": args.clients,
+        "client_procs": args.client_procs, "seconds": round(secs, 1), "requests": n,
+        "req_s": round(n / secs, 1) if secs else 0.0,
+        "p50_ms": round(percentile(lat, 0.50) * 1000, 1), "p95_ms": round(percentile(lat, 0.95) * 1000, 1),
+        "p99_ms": round(percentile(lat, 0.99) * 1000, 1), "errors": res["errors"],
+        # CPU over the whole run (warm-up included) as a share of one core: 100 = one core busy all along;
+        # per request over every request sent (the warm-up ones are in the CPU figure too)
+        "server_cpu_pct": round(server_cpu / wall * 100, 0) if server_cpu is not None else None,
+        "server_cpu_ms_per_req": round(server_cpu / res["sent"] * 1000, 2) if server_cpu is not None and res["sent"] else None,
+        "client_cpu_pct": round(res["client_cpu_s"] / (secs + args.warmup) * 100, 0) if secs else None,
+        "client_cpu_ms_per_req": round(res["client_cpu_s"] / res["sent"] * 1000, 2) if res["sent"] else None,
+        "server_peak_rss_mb": round(rss, 0) if rss is not None else None,
+    }
+
+
+_COLUMNS = ["endpoint", "client", "clients", "client_procs", "seconds", "requests", "req_s", "p50_ms", "p95_ms",
+            "p99_ms", "errors", "server_cpu_pct", "server_cpu_ms_per_req", "client_cpu_pct", "client_cpu_ms_per_req",
+            "server_peak_rss_mb", "ratio_to_trivial"]
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    out = ["| " + " | ".join(_COLUMNS) + " |", "|" + "---|" * len(_COLUMNS)]
+    for r in rows:
+        out.append("| " + " | ".join("n/a" if r.get(c) is None else str(r.get(c)) for c in _COLUMNS) + " |")
+    return "\n".join(out)
+
+
+def _serve_trivial(port: int) -> None:
+    import uvicorn
+
+    from bench.trivial_app import create_trivial_app
+
+    uvicorn.run(create_trivial_app(), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def _serve_at(home: str, app_db_url: str | None, threads: int | None, port: int) -> None:
+    _serve(home, port, app_db_url, threads)
+
+
+def _showback_path(home: Path) -> str:
+    return "/v1/showback?group_by=namespace"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", type=Path, help="a gpufinops home (default: the mini test warehouse in a temp dir)")
@@ -238,9 +327,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="httpx.AsyncClient, or a minimal HTTP/1.1 client on asyncio streams (far less client CPU)")
     ap.add_argument("--server-threads", type=int, help="the server's threadpool (default: api.threadpool_size)")
     ap.add_argument("--path", help="the request path (default: the cost of the costliest workload, window 7d)")
+    ap.add_argument("--endpoints", default="cost,showback",
+                    help="comma list of cost, showback (ignored with --path)")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the trivial FastAPI route (bench/trivial_app.py) measured in the same run")
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON to this file")
     args = ap.parse_args(argv)
     from api.auth import TokenStore
 
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="gpufinops-api-bench-") as tmp:
         app_db_url = None
         if args.home is None:
@@ -256,50 +351,30 @@ def main(argv: list[str] | None = None) -> int:
             app_db_url = f"sqlite:///{Path(tmp) / 'app.db'}"
         tokens = Path(tmp) / "bench-tokens.yaml"
         token = TokenStore(tokens).create("bench", ["finance"])
-        path = args.path or _pick_path(home)
-        port = _free_port()
         os.environ["GPUFINOPS_API_TOKENS_FILE"] = str(tokens)
-        server = multiprocessing.get_context("spawn").Process(
-            target=_serve, args=(str(home), port, app_db_url, args.server_threads), daemon=True)
-        server.start()
-        assert server.pid is not None
-        base = f"http://127.0.0.1:{port}"
+        if args.path:
+            targets = [(f"GET {args.path.split('?')[0]}", args.path)]
+        else:
+            pick = {"cost": ("GET /v1/workloads/{id}/cost?window=7d", _pick_path),
+                    "showback": ("GET /v1/showback?group_by=namespace", _showback_path)}
+            targets = [(pick[e][0], pick[e][1](home)) for e in args.endpoints.split(",") if e]
         try:
-            for _ in range(600):
-                try:
-                    if httpx.get(base + "/healthz", timeout=1).status_code in (200, 503):
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-            else:
-                print("the API server did not start", file=sys.stderr)
-                return 1
-            first = httpx.get(base + path, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-            if first.status_code != 200:
-                print(f"GET {path} answered {first.status_code}: {first.text[:500]}", file=sys.stderr)
-                return 1
-            cpu0, wall0 = _proc_cpu_s(server.pid), time.perf_counter()
-            res = _measure(args.client == "raw", base, path, token, args.clients, args.seconds, args.warmup, args.client_procs)
-            cpu1, wall = _proc_cpu_s(server.pid), time.perf_counter() - wall0
-            rss = _proc_peak_rss_mb(server.pid)
-        finally:
-            server.terminate()
-            server.join(10)
-    lat = sorted(res["latencies"])
-    n, secs = len(lat), res["seconds"]
-    # CPU over the whole run (warm-up included) as a share of one core: 100% = one core busy all along
-    server_pct = f"{(cpu1 - cpu0) / wall * 100:.0f}%" if cpu0 is not None and cpu1 is not None else "n/a"
-    # server CPU per request, warm-up requests included (they are in the CPU figure too)
-    per_req = f"{(cpu1 - cpu0) / res['sent'] * 1000:.1f}" if cpu0 is not None and cpu1 is not None else "n/a"
-    client_pct = f"{res['client_cpu_s'] / (secs + args.warmup) * 100:.0f}%"
-    print("| endpoint | client | clients | client procs | seconds | requests | req/s | p50 ms | p95 ms | p99 ms | errors "
-          "| server CPU | server CPU ms/req | client CPU | server peak RSS MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    rss_txt = f"{rss:.0f}" if rss is not None else "n/a"
-    print(f"| GET /v1/workloads/{{id}}/cost?window=7d | {args.client} | {args.clients} | {args.client_procs} | {secs:.1f} | {n} | "
-          f"{n / secs if secs else 0:.0f} | {percentile(lat, 0.50) * 1000:.1f} | {percentile(lat, 0.95) * 1000:.1f} | "
-          f"{percentile(lat, 0.99) * 1000:.1f} | {res['errors']} | {server_pct} | {per_req} | {client_pct} | {rss_txt} |")
-    return 0 if res["errors"] == 0 else 1
+            if not args.no_baseline:
+                rows.append(measure_server(_serve_trivial, (), _free_port(), "/trivial", token, args,
+                                           "GET /trivial (bench/trivial_app.py)", probe="/trivial"))
+            for label, path in targets:
+                rows.append(measure_server(_serve_at, (str(home), app_db_url, args.server_threads), _free_port(),
+                                           path, token, args, label))
+        except RuntimeError as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
+    base = rows[0]["req_s"] if not args.no_baseline and rows else None
+    for r in rows:
+        r["ratio_to_trivial"] = round(r["req_s"] / base, 2) if base else None
+    print(markdown(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0 if all(r["errors"] == 0 for r in rows) else 1
 
 
 if __name__ == "__main__":

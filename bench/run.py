@@ -1,8 +1,11 @@
 """``make bench``: generate the fleet at each scale and measure every stage (wall time, peak RSS).
 
 Scales (DESIGN §6): ``small`` = 100 nodes × 8 GPUs × 30 days, ``large`` = 1,000 nodes × 8 GPUs ×
-30 days at 60 s DCGM resolution (345.6 M GPU samples). Pick with ``BENCH_SCALES=small,large``
-(default: both). Results go to ``bench/out/results.{json,md}``; nothing here asserts a time.
+30 days at 60 s DCGM resolution (345.6 M GPU samples), ``tiny`` = 10 nodes × 2 days (a quick check that
+every stage runs). Pick with ``BENCH_SCALES=small,large`` (default: small, large, extras, spark);
+``BENCH_NODES`` / ``BENCH_DAYS`` override the fleet size of the scales picked, ``BENCH_API_SECONDS``
+the API load's measured seconds per endpoint (default 20). Results go to
+``bench/out/results.{json,md}``; nothing here asserts a time.
 """
 
 from __future__ import annotations
@@ -19,9 +22,18 @@ from bench.queries import HEAVY_QUERIES
 
 OUT = Path(__file__).resolve().parent / "out"
 SCALES = {
+    "tiny": {"nodes": 10, "days": 2},
     "small": {"nodes": 100, "days": 30},
     "large": {"nodes": 1000, "days": 30},
 }
+
+
+def _spec(scale: str) -> dict[str, int]:
+    spec = dict(SCALES[scale])
+    for key, env in (("nodes", "BENCH_NODES"), ("days", "BENCH_DAYS")):
+        if os.environ.get(env):
+            spec[key] = int(os.environ[env])
+    return spec
 
 
 def _cli(home: Path, *args: str) -> list[str]:
@@ -58,7 +70,7 @@ def bench_scale(scale: str, spec: dict[str, int]) -> list[StageResult]:
         results.append(run_stage("recommender", scale, _cli(home, "recommend", "--dry-run"),
                                  detail="every strategy over the warehouse and lake, nothing written"))
     results.append(_page_times(home, scale))
-    results.append(_api_load(scale, home))
+    results += _api_load(scale, home)
     for name in HEAVY_QUERIES:
         proc = subprocess.run([sys.executable, "-m", "bench.query_stage", str(home / "warehouse.duckdb"), name],
                               capture_output=True, text=True)
@@ -88,35 +100,40 @@ def _clear_tail(lake: Path, days: int) -> None:
 
 
 def _page_times(home: Path, scale: str) -> StageResult:
-    code = ("import json,sys; from bench.pages import time_pages; from gpufinops.settings import Settings; "
-            "s=Settings(); print(json.dumps(time_pages(sys.argv[1], tuple(s.cost.shared_namespaces))))")
+    code = ("import json,sys; from bench.pages import time_pages_detail; from gpufinops.settings import Settings; "
+            "s=Settings(); print(json.dumps(time_pages_detail(sys.argv[1], tuple(s.cost.shared_namespaces))))")
     proc = subprocess.run([sys.executable, "-c", code, str(home / "warehouse.duckdb")], capture_output=True, text=True)
     if proc.returncode != 0:
         return StageResult("dashboard page queries", scale, 0, 0, False, proc.stderr[-300:])
-    pages_ms = json.loads(proc.stdout.strip().splitlines()[-1])  # {page: median milliseconds}
-    worst_s = max(pages_ms.values()) / 1000
+    pages = json.loads(proc.stdout.strip().splitlines()[-1])  # {page: {median_ms, min_ms, cpu_ms}}
+    worst_s = max(t["median_ms"] for t in pages.values()) / 1000
     return StageResult("dashboard page queries (slowest page)", scale, round(worst_s, 3), 0, True,
-                       "median of 5, all queries of a page, no cache: " + ", ".join(f"{k} {v:.0f} ms" for k, v in pages_ms.items()))
+                       "median of 5, all queries of a page, no cache: " + ", ".join(
+                           f"{k} {t['median_ms']:.0f} ms (min {t['min_ms']:.0f}, CPU {t['cpu_ms']:.0f})"
+                           for k, t in pages.items()))
 
 
-def _api_load(scale: str, home: Path | None) -> StageResult:
-    """200 concurrent clients on the cost endpoint for 20 s (uvicorn in its own process, loopback)."""
-    argv = [sys.executable, "-m", "bench.api_load", "--clients", "200", "--seconds", "20", "--client", "raw"]
+def _api_load(scale: str, home: Path | None) -> list[StageResult]:
+    """200 concurrent clients for ``BENCH_API_SECONDS`` (20) s per endpoint, each server (uvicorn) in its
+    own process on loopback: the trivial FastAPI baseline first, then the cost and showback endpoints;
+    one stage per endpoint, with the server's and the load generator's CPU and the ratio to the baseline."""
+    seconds = os.environ.get("BENCH_API_SECONDS", "20")
+    out_json = OUT / f"api_load_{scale.replace(' ', '_')}.json"
+    argv = [sys.executable, "-m", "bench.api_load", "--clients", "200", "--seconds", seconds, "--client", "raw",
+            "--json", str(out_json)]
     if home is not None:
         argv += ["--home", str(home)]
+    out_json.unlink(missing_ok=True)
     proc = subprocess.run(argv, capture_output=True, text=True)
-    lines = proc.stdout.splitlines()
-    rows = [line for line in lines if line.startswith("| GET ")]
-    heads = [line for line in lines if line.startswith("| endpoint ")]
-    if not rows or not heads:
-        return StageResult("API load, cost endpoint", scale, 0, 0, False, (proc.stderr or proc.stdout)[-300:])
-    cells = [c.strip() for c in rows[-1].strip("|").split("|")]
-    header = [c.strip() for c in heads[-1].strip("|").split("|")]
-    row = dict(zip(header, cells, strict=False))
-    # ok = no failed request (api_load exits 1 when any failed)
-    return StageResult("API load, cost endpoint (200 clients, 20 s)", scale, float(row.get("seconds", 0) or 0), 0,
-                       proc.returncode == 0,
-                       ", ".join(f"{k} {v}" for k, v in row.items() if k not in ("endpoint", "seconds")))
+    if not out_json.exists():
+        return [StageResult("API load", scale, 0, 0, False, (proc.stderr or proc.stdout)[-300:])]
+    results = []
+    for row in json.loads(out_json.read_text()):
+        detail = ", ".join(f"{k} {v}" for k, v in row.items() if k not in ("endpoint", "seconds", "path"))
+        # ok = no failed request
+        results.append(StageResult(f"API load {row['endpoint']} (200 clients, {seconds} s)", scale, row["seconds"],
+                                   row["server_peak_rss_mb"] or 0, row["errors"] == 0, detail))
+    return results
 
 
 def _extras() -> list[StageResult]:
@@ -130,7 +147,7 @@ def _extras() -> list[StageResult]:
                          detail="see bench/out/consolidation_openb.json"))
     out.append(run_stage("simulator fidelity, openb 3 traces × 6 policies × 10 seeds", "openb",
                          [sys.executable, "-m", "bench.simulator_openb"], detail="see bench/out/simulator_openb.md"))
-    out.append(_api_load("mini test warehouse", None))
+    out += _api_load("mini test warehouse", None)
     return out
 
 
@@ -166,7 +183,7 @@ def main() -> None:
         elif scale == "spark":
             results += _spark()
         else:
-            results += bench_scale(scale, SCALES[scale])
+            results += bench_scale(scale, _spec(scale))
         (OUT / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
         (OUT / "results.md").write_text(_markdown(results) + "\n")
     print(_markdown(results))

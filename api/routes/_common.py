@@ -2,28 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import Header, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from api.deps import ApiContext
+from api.response_cache import CachedBody, request_key, view_of
 from api.warehouse import WorkloadRef
 from changes import idempotency
 from changes.model import Actor
 from gpufinops.appdb import as_utc
 from gpufinops.appdb.schema import recommendations, workloads
 from gpufinops.errors import ConfigError, NotFound
+from gpufinops.warehouse import Stamp
 
 __all__ = [
     "IdempotencyKey",
+    "answer",
+    "json_body",
     "run_idempotent",
     "WorkloadView",
     "resolve_workload",
+    "find_workload",
     "open_recommendations_of",
     "recommendation_team",
     "rec_to_dict",
@@ -41,6 +47,26 @@ IdempotencyKey = Annotated[
            description="Retry-safe POST: the same key and body replay the first response; "
                        "the same key with another body is 409."),
 ]
+
+
+def json_body(payload: Any) -> bytes:
+    """``payload`` serialised exactly as FastAPI serialises a returned value (jsonable_encoder, then
+    JSONResponse's compact UTF-8 JSON), once, for the response cache."""
+    return bytes(JSONResponse(jsonable_encoder(payload)).body)
+
+
+async def answer(ctx: ApiContext, key: Hashable, compute: Callable[[], tuple[CachedBody, bool]],
+                 request: Request | None = None, actor: Actor | None = None) -> CachedBody:
+    """The cached answer for ``key`` if it is of the live warehouse version, else ``compute``'s (in the
+    threadpool, once for all the requests asking meanwhile; see ``ResponseCache.answer``). With
+    ``request`` and ``actor`` the answer is also kept under the request as it arrived, for
+    ``CachedReadMiddleware``."""
+    try:
+        stamp: Stamp | None = ctx.warehouse.reader.stamp()  # a realpath and two stats: fine on the loop
+    except ConfigError:
+        stamp = None  # no warehouse yet: compute, so the route's own error is raised
+    raw = request_key(request.scope, view_of(actor)) if request is not None and actor is not None else None
+    return await ctx.responses.answer(key, stamp, compute, raw)
 
 
 def run_idempotent(ctx: ApiContext, actor: Actor, request: Request, key: str | None, body: Any,
@@ -92,8 +118,8 @@ def _discovered(ctx: ApiContext) -> dict[str, WorkloadRef]:
         return {}  # no warehouse yet: only registered workloads exist
 
 
-def resolve_workload(ctx: ApiContext, actor: Actor, wid: str) -> WorkloadView:
-    """The workload ``wid`` (registered or discovered); NotFound when absent or another team's."""
+def find_workload(ctx: ApiContext, wid: str) -> WorkloadView:
+    """The workload ``wid`` (registered or discovered), whoever asks; NotFound when absent."""
     with ctx.engine.connect() as conn:
         row = conn.execute(select(workloads).where(workloads.c.id == wid)).mappings().first()
     ref = _discovered(ctx).get(wid)
@@ -107,10 +133,16 @@ def resolve_workload(ctx: ApiContext, actor: Actor, wid: str) -> WorkloadView:
         cluster, ns, kind, name, team = ref.cluster, ref.namespace, ref.kind, ref.name, ref.team
     if team is None:
         team = ctx.team_of(cluster, ns)
-    if not actor.can_see_team(team):
-        raise NotFound(f"workload {wid} not found")
     return WorkloadView(id=wid, cluster=cluster, namespace=ns, kind=kind, name=name, team=team,
                         registered=dict(row) if row is not None else None, discovered=ref)
+
+
+def resolve_workload(ctx: ApiContext, actor: Actor, wid: str) -> WorkloadView:
+    """The workload ``wid`` (registered or discovered); NotFound when absent or another team's."""
+    wl = find_workload(ctx, wid)
+    if not actor.can_see_team(wl.team):
+        raise NotFound(f"workload {wid} not found")
+    return wl
 
 
 def open_recommendations_of(ctx: ApiContext, wl: WorkloadView) -> list[dict[str, Any]]:

@@ -7,21 +7,26 @@ token sees only its teams' workloads: another team's id answers 404, exactly lik
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from api.deps import ActorDep, ApiContext, CtxDep, require_writer
 from api.errors import PROBLEM_RESPONSES, ApiError
+from api.response_cache import CachedBody, app_db_generation
 from api.routes._common import (
     NAME_PATTERN,
     WORKLOAD_ID_PATTERN,
     IdempotencyKey,
     WorkloadView,
+    answer,
+    find_workload,
+    json_body,
     open_recommendations_of,
     resolve_workload,
     run_idempotent,
@@ -257,45 +262,45 @@ def rightsizing_summary(recs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _serving_unit_cost(ctx: ApiContext, wl: Any, cost: dict[str, Any]) -> dict[str, Any]:
-    """Requests, tokens and unit costs over the cost window's days (fct_serving_unit_cost_daily)."""
-    from datetime import datetime, timedelta
-
-    from exports.unit_cost import workload_unit_cost
-
-    if cost.get("window_start") is None:
-        return workload_unit_cost_empty()
-    start = datetime.fromisoformat(cost["window_start"]).date()
-    end = (datetime.fromisoformat(cost["window_end"]) - timedelta(microseconds=1)).date() + timedelta(days=1)
-    with ctx.warehouse.connection() as con:
-        return workload_unit_cost(con, (wl.cluster, wl.namespace, wl.kind, wl.name), start, end)
-
-
-def workload_unit_cost_empty() -> dict[str, Any]:
-    return {"requests": None, "tokens": None, "cost_per_1k_requests": None, "cost_per_1m_tokens": None, "models": []}
-
-
-@router.get("/{workload_id}/cost", summary="Cost, idle share and rightsizing of a workload")
-def get_cost(
-    workload_id: WorkloadId, ctx: CtxDep, actor: ActorDep,
-    window: Annotated[str | None, Query(max_length=8, pattern=r"^[1-9][0-9]{0,4}[hdw]$",
-                                        description="e.g. 24h, 7d, 2w (ends at the warehouse's last hour)")] = None,
-) -> dict[str, Any]:
-    wl = resolve_workload(ctx, actor, workload_id)
-    text = window or ctx.api.default_cost_window
+def _cost_body(ctx: ApiContext, workload_id: str, text: str, route: Any = None) -> tuple[CachedBody, bool]:
+    """The cost answer, serialised: the app DB's registry row and open recommendations (read under the
+    app DB generation taken first), then cost and serving unit cost from one warehouse snapshot."""
     delta = parse_window(text)
-    cost = ctx.warehouse.workload_cost(wl.cluster, wl.namespace, wl.kind, wl.name, delta)
+    generation = app_db_generation()
+    wl = find_workload(ctx, workload_id)
+    recs = open_recommendations_of(ctx, wl)
+    stamp, cost, serving = ctx.warehouse.workload_cost_view(wl.cluster, wl.namespace, wl.kind, wl.name, delta)
     out: dict[str, Any] = {"workload_id": wl.id, "cluster": wl.cluster, "namespace": wl.namespace,
                            "kind": wl.kind, "name": wl.name, "team": wl.team, "window": text, **cost}
-    out["serving"] = _serving_unit_cost(ctx, wl, cost)
-    out["cost_per_1k_requests"] = out["serving"]["cost_per_1k_requests"]
-    out["cost_per_1m_tokens"] = out["serving"]["cost_per_1m_tokens"]
+    out["serving"] = serving
+    out["cost_per_1k_requests"] = serving["cost_per_1k_requests"]
+    out["cost_per_1m_tokens"] = serving["cost_per_1m_tokens"]
     budget = (wl.registered or {}).get("budget_usd_day")
     if budget is not None:
         days = delta.total_seconds() / 86400.0
         out["budget_usd"] = round(float(budget) * days, 2)
-    out["rightsizing"] = rightsizing_summary(open_recommendations_of(ctx, wl))
-    return out
+    out["rightsizing"] = rightsizing_summary(recs)
+    return CachedBody(json_body(out), stamp, team=wl.team, generation=generation,
+                      expires=time.monotonic() + ctx.api.app_db_cache_s, check_team=True,
+                      route=route), ctx.api.app_db_cache_s > 0
+
+
+@router.get("/{workload_id}/cost", summary="Cost, idle share and rightsizing of a workload",
+            response_model=dict[str, Any])
+async def get_cost(
+    request: Request, workload_id: WorkloadId, ctx: CtxDep, actor: ActorDep,
+    window: Annotated[str | None, Query(max_length=8, pattern=r"^[1-9][0-9]{0,4}[hdw]$",
+                                        description="e.g. 24h, 7d, 2w (ends at the warehouse's last hour)")] = None,
+) -> Response:
+    """Answered from the response cache while the warehouse version is the same and the app DB has not
+    changed (api/response_cache.py); a miss reads both in the threadpool. Another team's workload is 404,
+    exactly like an unknown id, whether cached or not."""
+    text = window or ctx.api.default_cost_window
+    hit = await answer(ctx, ("cost", workload_id, text),
+                       lambda: _cost_body(ctx, workload_id, text, request.scope.get("route")), request, actor)
+    if not actor.can_see_team(hit.team):
+        raise NotFound(f"workload {workload_id} not found")
+    return Response(hit.body, media_type="application/json")
 
 
 @router.post("/{workload_id}/rightsizing:apply", status_code=202,

@@ -175,24 +175,20 @@ def cost_lines_daily(
     """
     scope.require_fleet()
     lo, hi = _bounds(start, end)
-    shared_pred = "is_shared_namespace"  # the mart flags the shared namespaces itself
-    # aggregate per hour first: casting every row's timestamptz to a date is the expensive part
+    # the pods' part from the daily per-workload mart (~24x fewer rows than the hourly one, the same
+    # sums); the nodes' per hour first: casting every row's timestamp to a date is the expensive part
     return _df(
         cur,
-        f"""
-        with pods_hourly as (
-            select hour,
-                   sum(gpu_cost_usd) filter (where not {shared_pred}) as gpu_usd,
-                   sum(cpu_cost_usd + memory_cost_usd) filter (where not {shared_pred}) as cpu_memory_usd,
-                   sum(idle_cost_usd) as idle_usd
-            from fct_gpu_allocation_hourly
-            where hour >= $lo and hour < $hi
-            group by hour
-        ),
-        pods as (
-            select hour::date as day, sum(gpu_usd)::double as gpu_usd, sum(cpu_memory_usd)::double as cpu_memory_usd,
-                   sum(idle_usd)::double as idle_usd
-            from pods_hourly group by all
+        """
+        with pods as (
+            select day,
+                   sum(gpu_cost_usd) filter (where not is_shared_namespace)::double as gpu_usd,
+                   sum(cpu_cost_usd + memory_cost_usd) filter (where not is_shared_namespace)::double
+                       as cpu_memory_usd,
+                   sum(idle_cost_usd)::double as idle_usd
+            from fct_workload_daily
+            where day >= $start and day < $end
+            group by day
         ),
         lines as (
             select day,
