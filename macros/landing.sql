@@ -146,11 +146,15 @@
   {%- set lookback = hours_interval(var('incremental_lookback_hours')) -%}
   {%- if var('prune_partitions') and execute -%}
     {%- set res = run_query("select cluster, cast(max(" ~ time_column ~ ") as string) from " ~ this ~ " group by cluster") -%}
+    {%- if res.rows | length == 0 -%}
+    {{ floor }}
+    {%- else -%}
     (case
       {%- for row in res.rows %}
       when {{ cluster }} = '{{ row[0] | replace("'", "''") }}' then cast('{{ row[1] }}' as timestamp) - {{ lookback }}
       {%- endfor %}
       else {{ floor }} end)
+    {%- endif -%}
   {%- else -%}
     (coalesce((select max(t.{{ time_column }}) from {{ this }} as t where t.cluster = {{ cluster }}), {{ floor }})
      - {{ lookback }})

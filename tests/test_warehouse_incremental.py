@@ -50,6 +50,35 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
+def _serving_series(t0_h: int, t1_h: int) -> list[dict]:
+    """Cumulative request/token counters of three serving series in hours [t0_h, t1_h) after T0:
+    serve-b every 5 min (+10 a sample, reset to 3 at T0+15h), serve-gap every 10 min until T0+9h and
+    again from T0+15h (a gap across the incremental cutoff, longer than the lookback), and new-x (no
+    model label, no generation counter) only from T0+14h."""
+    rows = []
+    for m in range(t0_h * 60, t1_h * 60, 5):
+        t = lake.T0 + timedelta(minutes=m)
+        n = m // 5
+        reqs = 10.0 * n if m < 15 * 60 else 3.0 + 10.0 * (n - 15 * 12)
+        rows.append({"ts": t, "namespace": "ann", "pod": "serve-b", "model": "m1", "requests_total": reqs,
+                     "prompt_tokens_total": 100 * reqs, "generation_tokens_total": 7 * reqs})
+        if m % 10 == 0 and (m < 9 * 60 or m >= 15 * 60):
+            rows.append({"ts": t, "namespace": "ann", "pod": "serve-gap", "model": "m1", "requests_total": 2.0 * m,
+                         "prompt_tokens_total": 20.0 * m, "generation_tokens_total": 5.0 * m})
+        if m >= 14 * 60 and m % 15 == 0:
+            rows.append({"ts": t, "namespace": "ml", "pod": "new-x", "model": None, "requests_total": float(m),
+                         "prompt_tokens_total": float(m), "generation_tokens_total": None})
+    return rows
+
+
+def _write_serving(lake_dir: Path, t0_h: int, t1_h: int) -> None:
+    from ingest.lake import LakeWriter
+
+    LakeWriter(lake_dir).write("serving_requests", _serving_series(t0_h, t1_h), source="test_serving",
+                               cluster=lake.CLUSTER, window_start=lake.T0 + timedelta(hours=t0_h),
+                               window_end=lake.T0 + timedelta(hours=t1_h))
+
+
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     from transform import run_build
@@ -57,11 +86,13 @@ def builds(tmp_path_factory):
     inc = Settings(home=tmp_path_factory.mktemp("inc"))
     lake.write_small_lake(inc.lake_dir, start=lake.T0, hours=2)
     lake.write_small_lake(inc.lake_dir, start=lake.T0 + timedelta(hours=2), hours=12)
+    _write_serving(inc.lake_dir, 0, 14)
     run_build(inc, full_refresh=True)
     extra = [(lake._pod("ml", f"late-{i}", "ts", {"cpu": 1.0, "memory": 1.0 * lake.GIB, "nvidia.com/gpu": 1.0}), 2)
              for i in range(3)]
     lake.write_small_lake(inc.lake_dir, start=lake.T0 + timedelta(hours=14), hours=2, extra_pods=extra)
     lake.write_small_lake(inc.lake_dir, start=lake.T0 - timedelta(days=1), hours=1, cluster="c2")
+    _write_serving(inc.lake_dir, 14, 16)
     incremental = run_build(inc)
 
     full = Settings(home=tmp_path_factory.mktemp("full"))
@@ -100,6 +131,28 @@ def test_the_new_hours_and_the_late_cluster_are_in(builds):
     # the window the incremental build's data tests checked: c1 from its newest hour before the run
     # minus the 3 h lookback; c2 was new (tested in full)
     assert window == [("c1", "2026-11-02 20:00:00")]
+
+
+def test_serving_counters_continue_across_the_rebuilt_window(builds):
+    """int_serving_counters_hourly is incremental: a series resumes from its last sample before the
+    rebuilt window (kept in the row), even after a gap longer than the lookback; a reset counts v."""
+    inc, _, _ = builds
+    con = duckdb.connect(str(inc.warehouse_path), read_only=True)
+    try:
+        rows = dict(((p, h), (r, g)) for p, h, r, g in con.sql(
+            "select pod, hour::varchar, requests, generation_tokens from int_serving_counters_hourly "
+            "where cluster = 'c1'").fetchall())
+    finally:
+        con.close()
+    # serve-gap: last sample before the gap at T0+8h50 (2 × 530 = 1060), next at T0+15h (2 × 900 = 1800)
+    # then five more samples at +20 each in that hour
+    assert rows[("serve-gap", "2026-11-03 01:00:00")] == (1800 - 1060 + 5 * 20, pytest.approx(5 * (900 - 530) + 5 * 50))
+    assert ("serve-gap", "2026-11-02 19:00:00") not in rows
+    # serve-b: the reset at T0+15h counts 3, then 11 samples at +10
+    assert rows[("serve-b", "2026-11-03 01:00:00")][0] == 3 + 11 * 10
+    assert rows[("serve-b", "2026-11-03 00:00:00")][0] == 12 * 10
+    # new-x has no generation counter: null, not 0
+    assert rows[("new-x", "2026-11-03 00:00:00")] == (45.0, None)
 
 
 def test_incremental_data_tests_check_the_rebuilt_window(builds):
