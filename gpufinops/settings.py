@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     prometheus_url: str | None = None
     prometheus_token: SecretStr | None = None
     dq_on_failure: Literal["fail", "quarantine"] = "fail"
+    # The data tests of an incremental (hourly) build: `invariants` runs the singular tests only
+    # (tests/dbt: conservation per cluster-hour, showback and FOCUS sums, daily = hourly) on the
+    # rebuilt window; `all` adds every generic test (unique, not-null, ranges, accepted values).
+    # `build --full` and `build --all-tests` (the nightly CronJob) always run all of them.
+    hourly_tests: Literal["invariants", "all"] = "invariants"
     limits: LimitSettings = Field(default_factory=LimitSettings)
     currency: CurrencySettings = Field(default_factory=CurrencySettings)
     # Which engine `gpufinops build` runs dbt on (docs/spark.md): duckdb (the warehouse file) or spark

@@ -55,6 +55,7 @@ class BuildResult:
     full_refresh: bool
     nodes: list[NodeResult] = field(default_factory=list)
     note: str | None = None  # why an incremental build ran as a full one (seed files changed)
+    tests_scope: str = "all"  # "invariants": an incremental build ran the singular data tests only
     version: str | None = None  # the published build version
     copy_seconds: float = 0.0  # copying the live version before an incremental build
 
@@ -181,6 +182,7 @@ def run_build(
     extra_vars: dict[str, Any] | None = None,
     unit_tests: bool = False,
     engine: str | None = None,
+    all_tests: bool = False,
 ) -> BuildResult:
     """``dbt build`` (seeds, models, data tests; incremental unless ``full_refresh``) into a new version
     of the warehouse, published atomically when it succeeds (``transform.publish``).
@@ -204,6 +206,10 @@ def run_build(
     data tests are reported in the result but do not raise; model errors always do).
 
     ``engine`` (default: Settings.engine) ``spark`` builds on Spark instead (:func:`_spark_build`).
+
+    An incremental build runs only the singular data tests (the invariants in tests/dbt) when the
+    ``hourly_tests`` setting is ``invariants`` (the default) and ``all_tests`` is false; a full build
+    runs every data test (``result.tests_scope`` says which ran).
     """
     lake = Path(settings.lake_dir)
     if not lake.is_dir():
@@ -221,7 +227,7 @@ def run_build(
         write_build_record(link, record)
         try:
             result = _build(settings, link, work, version, full_refresh=full_refresh, select=select,
-                            extra_vars=extra_vars, unit_tests=unit_tests)
+                            extra_vars=extra_vars, unit_tests=unit_tests, all_tests=all_tests)
         except BaseException as exc:
             failed = exc.result.failed if isinstance(exc, BuildFailed) else []
             record.update(status="failed", finished_at=_now(), served_version=published_version(link),
@@ -237,7 +243,8 @@ def run_build(
 
 
 def _build(settings: Settings, link: Path, work: Path, version: str, *, full_refresh: bool,
-           select: Sequence[str] | None, extra_vars: dict[str, Any] | None, unit_tests: bool) -> BuildResult:
+           select: Sequence[str] | None, extra_vars: dict[str, Any] | None, unit_tests: bool,
+           all_tests: bool = False) -> BuildResult:
     variables = dbt_vars(settings) | (extra_vars or {})
     digest = seed_digest()
     note = None
@@ -251,10 +258,11 @@ def _build(settings: Settings, link: Path, work: Path, version: str, *, full_ref
             note = ("seed files changed since the last build: full rebuild" if recorded
                     else "no record of the seeds this warehouse was built with: full rebuild")
             _log.warning("%s (%s)", note, link)
+    invariants_only = not (full_refresh or select or all_tests or settings.hourly_tests == "all")
     target, copy_seconds = prepare(link, version, copy=not full_refresh)
     try:
         result = _dbt(settings, work, target, variables, full_refresh=full_refresh, select=select,
-                      skip_seeds=skip_seeds, unit_tests=unit_tests)
+                      skip_seeds=skip_seeds, unit_tests=unit_tests, invariants_only=invariants_only)
     except BaseException:
         discard(target)
         raise
@@ -304,7 +312,7 @@ def _spark_build(settings: Settings, *, full_refresh: bool, select: Sequence[str
 
 def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
          select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
-         extra_env: dict[str, str] | None = None) -> BuildResult:
+         extra_env: dict[str, str] | None = None, invariants_only: bool = False) -> BuildResult:
     common = [
         "--project-dir", str(PROJECT_DIR),
         "--profiles-dir", str(PROJECT_DIR),
@@ -327,6 +335,8 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
             args.append("--no-write-json")  # nothing reads the artifacts; a full build leaves them
         if select:
             args += ["--select", *select]
+        if invariants_only:
+            args += ["--exclude", "test_type:generic"]  # the singular invariants still run
         ok, nodes, exc = _invoke(args)
         if exc is not None:
             raise BuildFailed(f"dbt build could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))
@@ -335,7 +345,8 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
             nodes += tested
             if exc is not None:
                 raise BuildFailed(f"dbt unit tests could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))
-    result = BuildResult(ok, warehouse, time.monotonic() - started, full_refresh, nodes)
+    result = BuildResult(ok, warehouse, time.monotonic() - started, full_refresh, nodes,
+                         tests_scope="invariants" if invariants_only else "all")
     failed = result.failed
     hard = [n for n in failed if n.resource_type not in _TEST_TYPES or settings.dq_on_failure == "fail"]
     if hard or (not ok and not failed):

@@ -24,6 +24,9 @@ def build(
     summary: Annotated[bool, typer.Option("--summary/--no-summary", help="Print the showback summary.")] = True,
     unit_tests: Annotated[bool, typer.Option("--unit-tests", help="Also run the dbt unit tests (formula pins).")] = False,
     engine: Annotated[str | None, typer.Option("--engine", help="duckdb | spark (default: the `engine` setting).")] = None,
+    all_tests: Annotated[bool, typer.Option(
+        "--all-tests", help="Run every data test on an incremental build too (the nightly run); by default "
+                            "an incremental build runs the invariants only (the hourly_tests setting).")] = False,
 ) -> None:
     """Build the warehouse from the lake (incremental by default) and run its data tests."""
     from transform import run_build, showback_summary
@@ -32,11 +35,13 @@ def build(
     with console.status("dbt build (seeds, models, tests) ..."):
         if engine not in (None, "duckdb", "spark"):
             raise typer.BadParameter(f"--engine must be duckdb or spark, not {engine!r}")
-        result = run_build(settings, full_refresh=full, select=select, unit_tests=unit_tests, engine=engine)
+        result = run_build(settings, full_refresh=full, select=select, unit_tests=unit_tests, engine=engine,
+                           all_tests=all_tests)
     console.print(
         f"built and published version {result.version} of {result.warehouse} in {result.seconds:.1f}s "
         f"({'full refresh' if result.full_refresh else f'incremental, copy {result.copy_seconds:.2f}s'}): "
-        f"{result.count('model')} models, {result.count('test')} data tests, "
+        f"{result.count('model')} models, {result.count('test')} data tests"
+        f"{' (the invariants; --all-tests for every one)' if result.tests_scope == 'invariants' else ''}, "
         f"{result.count('unit_test')} unit tests, {len(result.failed)} failed"
     )
     if result.note:
