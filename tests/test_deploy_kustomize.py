@@ -118,6 +118,7 @@ CRONJOBS = {
     # name: (schedule, component)
     "gpufinops-ingest": ("*/5 * * * *", "ingester"),
     "gpufinops-build": ("15 * * * *", "build"),
+    "gpufinops-build-nightly": ("45 2 * * *", "build"),
     "gpufinops-recommend": ("45 5 * * *", "recommend"),
     "gpufinops-report-weekly": ("0 6 * * 1", "report"),
     "gpufinops-report-monthly": ("0 6 1 * *", "report"),
@@ -147,6 +148,7 @@ def test_cronjobs_forbid_overlap_and_keep_bounded_history(rendered: list[dict[st
     args = {n: _container(c)["args"] for n, c in crons.items()}
     assert args["gpufinops-ingest"] == ["ingest", "all", "--once"]
     assert args["gpufinops-build"] == ["build"]
+    assert args["gpufinops-build-nightly"] == ["build", "--all-tests", "--no-summary"]
     assert args["gpufinops-recommend"] == ["recommend"]
     for name in ("gpufinops-report-weekly", "gpufinops-report-monthly", "gpufinops-report-teams-weekly",
                  "gpufinops-budgets"):
@@ -284,7 +286,7 @@ def test_prod_overlay(prod: list[dict[str, Any]]) -> None:
     images = {c["image"] for _, s in _pod_specs(prod) for c in s["containers"]}
     assert images == {"ghcr.io/gpufinops/gpufinops:0.1.0"}
     # every piece that opens the app DB: the recommender writes recommendations, reports read them
-    wants_db = {"gpufinops-api", "gpufinops-dashboard", "gpufinops-build", "gpufinops-recommend",
+    wants_db = {"gpufinops-api", "gpufinops-dashboard", "gpufinops-build", "gpufinops-build-nightly", "gpufinops-recommend",
                 "gpufinops-report-weekly", "gpufinops-report-monthly", "gpufinops-report-teams-weekly"}
     for name, spec in _pod_specs(prod):
         env = {e["name"]: e for e in spec["containers"][0].get("env", [])}
