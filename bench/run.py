@@ -65,6 +65,7 @@ def bench_scale(scale: str, spec: dict[str, int]) -> list[StageResult]:
     results.append(run_stage("ingest last hour", scale, _cli(home, *gen_args, "--tail-only"),
                              detail="the held-back final hour lands in the lake"))
     results.append(run_stage("incremental hour", scale, _cli(home, "build"), detail="dbt build, incremental"))
+    results.append(_api_during_build(scale, home))
     skip = set(filter(None, os.environ.get("BENCH_SKIP", "").split(",")))
     if "recommender" not in skip:
         results.append(run_stage("recommender", scale, _cli(home, "recommend", "--dry-run"),
@@ -111,6 +112,20 @@ def _page_times(home: Path, scale: str) -> StageResult:
                        "median of 5, all queries of a page, no cache: " + ", ".join(
                            f"{k} {t['median_ms']:.0f} ms (min {t['min_ms']:.0f}, CPU {t['cpu_ms']:.0f})"
                            for k, t in pages.items()))
+
+
+def _api_during_build(scale: str, home: Path) -> StageResult:
+    """8 clients on the API without pause during an incremental build (bench/api_during_build.py)."""
+    out_json = OUT / f"api_during_build_{scale}.json"
+    out_json.unlink(missing_ok=True)
+    proc = subprocess.run([sys.executable, "-m", "bench.api_during_build", "--home", str(home), "--json", str(out_json)],
+                          capture_output=True, text=True)
+    if not out_json.exists():
+        return StageResult("API during a build", scale, 0, 0, False, (proc.stderr or proc.stdout)[-300:])
+    r = json.loads(out_json.read_text())
+    return StageResult("API during an incremental build (8 clients)", scale, r["build_s"], 0,
+                       r["build_ok"] and r["non_2xx"] == 0,
+                       f"{r['requests']} requests, {r['non_2xx']} non-2xx, {r['versions_seen']} warehouse versions seen")
 
 
 def _api_load(scale: str, home: Path | None) -> list[StageResult]:
