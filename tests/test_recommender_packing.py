@@ -276,8 +276,9 @@ def test_packer_properties(pool: tuple, use_cp: bool, allow_serving: bool) -> No
         math.ceil(sum(p.requests["cpu"] for p in work) / max(n.allocatable["cpu"] for n in nodes) - 1e-9),
         math.ceil(sum(p.requests["memory"] for p in work) / max(n.allocatable["memory"] for n in nodes) - 1e-9),
     )
-    assert plan.lower_bound == lb
-    assert len(nodes) - len(freed) >= lb
+    # the packer's bound (gpufinops.capacity: per-device fit, mixed node sizes) is at least the plain
+    # volume bound, and a lower bound: never above what the plan itself reaches
+    assert lb <= plan.lower_bound <= len(nodes) - len(freed)
     assert plan.nodes_after <= plan.nodes_before and plan.hourly_savings_usd >= 0
     assert plan.hourly_savings_usd == pytest.approx(sum(by_name[n].hourly_price_usd for n in freed))
 
