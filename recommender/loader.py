@@ -56,6 +56,9 @@ class LoaderSettings(BaseModel):
     window_days: float = Field(default=7.0, gt=0, description="history the strategies look at")
     histogram_half_life_hours: float = Field(default=24.0, gt=0)
     gpu_product_label: str = "nvidia.com/gpu.product"
+    # DuckDB's memory for the evidence queries (it spills to a temp folder beyond it); None: DuckDB's
+    # default (80 % of RAM), which lets its buffer pool grow past what the recommender itself holds
+    duckdb_memory_limit: str | None = "1GB"
 
 
 def load_input(settings: Settings, loader_settings: LoaderSettings | None = None,
@@ -75,6 +78,8 @@ class Loader:
     def __enter__(self) -> Loader:
         self.con = connect(self.settings.warehouse_path, read_only=True)
         self.con.execute("set enable_progress_bar = false")
+        if self.cfg.duckdb_memory_limit:
+            self.con.execute(f"set memory_limit = '{self.cfg.duckdb_memory_limit}'")
         return self
 
     def __exit__(self, *exc: object) -> None:
