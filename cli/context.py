@@ -6,13 +6,14 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from datetime import date, datetime
 from functools import wraps
 from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
 
-from gpufinops.errors import GpufinopsError
+from gpufinops.errors import GpufinopsError, InputError
 from gpufinops.settings import Settings
 
 __all__ = ["console", "err_console", "settings_of", "handle_errors", "report_error", "debug_enabled", "set_debug", "origin_of"]
@@ -113,3 +114,13 @@ def handle_errors(fn: F) -> F:
             sys.exit(report_error(exc))
 
     return wrapper  # type: ignore[return-value]
+
+
+def parse_day(option: str, text: str | None) -> date | None:
+    """A YYYY-MM-DD option value as a date (None when not given); a clear error naming the option."""
+    if not text:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%d").date()
+    except ValueError:
+        raise InputError(f"{option} {text!r}: use YYYY-MM-DD") from None

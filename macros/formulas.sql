@@ -307,3 +307,13 @@
     else 0.0
   end
 {%- endmacro %}
+
+
+{% macro complete_cluster_days() -%}
+  {#- The days a cluster was metered in full (all 24 hours in fct_node_hourly): the only days the
+      change outcomes compare and count (fct_change_outcomes, fct_change_savings_monthly). -#}
+    select cluster, cast({{ dbt.date_trunc('day', 'hour') }} as date) as day
+    from {{ ref('fct_node_hourly') }}
+    group by 1, 2
+    having count(distinct hour) = 24
+{%- endmacro %}

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
 from typing import Annotated
 
 import typer
 
-from cli.context import console, handle_errors, settings_of
+from cli.context import console, handle_errors, parse_day, settings_of
 from gpufinops.warehouse import connect, require_good_build
 
 __all__ = ["register"]
@@ -28,18 +27,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """List the budgets exceeded by their trailing run rate or month-end forecast."""
         from gpufinops.appdb import open_app_db
-        from gpufinops.errors import InputError
         from gpufinops.views.budgets import evaluate, load_budget_settings
         from gpufinops.views.scope import Scope
         from reports.budget_alerts import send_breach_notices
         from reports.config import load_report_settings
 
-        day: date | None = None
-        if as_of:
-            try:
-                day = datetime.strptime(as_of, "%Y-%m-%d").date()
-            except ValueError:
-                raise InputError(f"--as-of {as_of!r}: use YYYY-MM-DD") from None
+        day = parse_day("--as-of", as_of)
         settings = settings_of(ctx)
         rs = load_report_settings(settings) if send else None
         if send:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from cli.context import console, err_console, handle_errors, settings_of
+from cli.context import console, err_console, handle_errors, parse_day, settings_of
 from gpufinops.warehouse import connect, require_good_build
 
 __all__ = ["register"]
@@ -34,12 +33,7 @@ def register(app: typer.Typer) -> None:
 
         if period not in ("weekly", "monthly"):
             raise InputError(f"--period {period!r}: use weekly or monthly")
-        day: date | None = None
-        if as_of:
-            try:
-                day = datetime.strptime(as_of, "%Y-%m-%d").date()
-            except ValueError:
-                raise InputError(f"--as-of {as_of!r}: use YYYY-MM-DD") from None
+        day = parse_day("--as-of", as_of)
         settings = settings_of(ctx)
         rs = load_report_settings(settings)
         require_good_build(settings.warehouse_path)  # no figures from a warehouse that lags the lake

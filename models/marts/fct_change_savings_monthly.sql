@@ -9,10 +9,7 @@ with outcomes as (
 ),
 
 cluster_days as (
-    select cluster, cast({{ dbt.date_trunc('day', 'hour') }} as date) as day
-    from {{ ref('fct_node_hourly') }}
-    group by 1, 2
-    having count(distinct hour) = 24
+    {{ complete_cluster_days() }}
 ),
 
 in_effect as (
