@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from gpufinops.errors import SchemaError, ValidationFailed
+from ingest import rollups
 from ingest.quality.gate import OnFailure, QualityGate, write_quarantine
 from ingest.schema import TABLES, TS, LandingTable, get_table
 
@@ -241,6 +242,12 @@ class LakeWriter:
     def runs(self) -> list[RunRecord]:
         return list_runs(self.root)
 
+    def ensure_rollups(self, progress: Any = None) -> dict[str, int]:
+        """Write the hourly rollups the lake lacks (and drop orphans), under the lake lock
+        (:func:`ingest.rollups.ensure_rollups`); a no-op when every raw file has its rollup."""
+        with self._lock():
+            return rollups.ensure_rollups(self.root, progress=progress)
+
     # -- internals ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _lock(self) -> Iterator[None]:
@@ -340,6 +347,12 @@ class LakeRun:
         self.rows: dict[str, int] = {}
         self._parts: dict[tuple[str, str], int] = {}
         self._key = f"{_safe(source)}__{_stamp(start)}__{_stamp(end)}"
+        # Hourly rollups (ingest/rollups.py) are staged beside the raw files when the lake's rollups
+        # are made with this SQL (or the lake has none yet); otherwise the next build writes them.
+        self._rollup_digest = rollups.spec_digest()
+        lake_digest = rollups.lake_digest(writer.root)
+        self._rollups_on = lake_digest == self._rollup_digest or (
+            lake_digest is None and not rollups.has_raw_files(writer.root))
         self.record: RunRecord | None = RunRecord(
             run_id=self.run_id, source=source, cluster=cluster,
             window_start=start.isoformat(), window_end=end.isoformat(),
@@ -433,6 +446,9 @@ class LakeRun:
         out = self.stage / "new" / rel / f"{self._key}__part{n:05d}.parquet"
         out.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(part, out, compression="zstd", row_group_size=_ROW_GROUP)
+        twin = rollups.mirror(str(out.relative_to(self.stage / "new")))
+        if twin is not None and self._rollups_on:
+            rollups.write(table.name, part, self.stage / "new" / twin)
 
     def commit(self) -> RunRecord:
         writer = self.writer
@@ -451,6 +467,7 @@ class LakeRun:
             try:
                 # Dead runs' plans first: one of them may delete a file this plan is about to write.
                 writer._recover()
+                self._settle_rollups()
                 plan = self._plan()
                 tmp = self.stage / (_PLAN + ".tmp")
                 tmp.write_text(json.dumps(plan))
@@ -470,6 +487,19 @@ class LakeRun:
             writer._save_record(self.record)  # before the stage goes, so a kill here loses nothing
             self._release()
         return self.record
+
+    def _settle_rollups(self) -> None:
+        """Under the lake lock, before the plan: keep the staged rollups only if the lake's rollups
+        are (still) made with the same SQL; a lake that had none gets its digest now."""
+        if not self._rollups_on:
+            return
+        current = rollups.lake_digest(self.writer.root)
+        if current is None and not rollups.has_raw_files(self.writer.root):
+            rollups.write_lake_digest(self.writer.root, self._rollup_digest)
+        elif current != self._rollup_digest:
+            self._rollups_on = False
+            for r in rollups.ROLLUPS.values():
+                shutil.rmtree(self.stage / "new" / r.table, ignore_errors=True)
 
     def abort(self, error: str) -> None:
         if self.record is not None:
@@ -512,6 +542,9 @@ class LakeRun:
                     if o_end <= self.start or self.end <= o_start:
                         continue
                     rel = str(old.relative_to(root))
+                    twin = rollups.mirror(rel)
+                    if twin is not None:
+                        deletes.append(twin)  # replaced below when the trimmed file keeps rows
                     if (o_start, o_end) == (self.start, self.end):
                         deletes.append(rel)
                         continue
@@ -527,6 +560,9 @@ class LakeRun:
                         trimmed.parent.mkdir(parents=True, exist_ok=True)
                         pq.write_table(kept, trimmed, compression="zstd", row_group_size=_ROW_GROUP)
                         moves.append([str(trimmed.relative_to(root)), rel])
+                        if twin is not None and self._rollups_on:
+                            rollups.write(table_name, kept, self.stage / "trim" / twin)
+                            moves.append([str((self.stage / "trim" / twin).relative_to(root)), twin])
         targets = {dst for _, dst in moves}
         deletes = [d for d in deletes if d not in targets]
         return {"deletes": deletes, "moves": moves}

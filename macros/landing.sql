@@ -35,6 +35,19 @@
                     ('fb_free_mib', 'float'), ('power_w', 'float'), ('tensor_active', 'float')],
     'container_usage': [('ts', ts), ('namespace', 'varchar'), ('pod', 'varchar'), ('container', 'varchar'),
                         ('cpu_cores', 'float'), ('memory_working_set_bytes', 'double')],
+    'gpu_samples_hourly': [('hour', 'timestamp'), ('hostname', 'varchar'), ('device_id', 'varchar'),
+                           ('mig_instance', 'integer'), ('namespace', 'varchar'), ('pod', 'varchar'),
+                           ('mig_profile', 'varchar'), ('is_mig', 'boolean'), ('samples', 'bigint'),
+                           ('util_sum', 'double'), ('util_max', 'double'), ('first_ts', 'timestamp'),
+                           ('last_ts', 'timestamp'), ('fb_samples', 'bigint'), ('fb_sum', 'double'),
+                           ('fb_used_max_mib', 'float'), ('fb_total_mib', 'float'),
+                           ('util_hist', 'struct(b smallint, n bigint)[]'), ('fb_hist', 'struct(b integer, n bigint)[]')],
+    'container_usage_hourly': [('hour', 'timestamp'), ('namespace', 'varchar'), ('pod', 'varchar'),
+                               ('container', 'varchar'), ('samples', 'bigint'), ('cpu_samples', 'bigint'),
+                               ('cpu_sum', 'double'), ('memory_samples', 'bigint'), ('memory_sum', 'double'),
+                               ('memory_peak_bytes', 'double'), ('memory_peak_bucket', 'integer'),
+                               ('first_ts', 'timestamp'), ('last_ts', 'timestamp'),
+                               ('cpu_hist', 'struct(b integer, n bigint)[]')],
     'serving_requests': [('ts', ts), ('namespace', 'varchar'), ('pod', 'varchar'), ('model', 'varchar'),
                          ('requests_total', 'double'), ('prompt_tokens_total', 'double'),
                          ('generation_tokens_total', 'double')],
@@ -270,7 +283,7 @@
 {% macro spark__landing_type(typ) -%}
   {#- struct(a t, ...)[] -> array<struct<a:t,...>>, map(k, v) -> map<k,v>; scalar names mapped -#}
   {%- set t = typ | trim -%}
-  {%- set scalars = {'varchar': 'string', 'timestamp with time zone': 'timestamp_ltz', 'integer': 'int',
+  {%- set scalars = {'varchar': 'string', 'timestamp with time zone': 'timestamp_ltz', 'timestamp': 'timestamp_ntz', 'integer': 'int',
                      'bigint': 'bigint', 'float': 'float', 'double': 'double', 'boolean': 'boolean'} -%}
   {%- if t.endswith('[]') -%}
     {{- 'array<' ~ spark__landing_type(t[:-2]) ~ '>' -}}

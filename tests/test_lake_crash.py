@@ -68,10 +68,18 @@ def _old_slice(root: Path) -> None:
         run.add("k8s_namespaces", [{"snapshot_ts": T0, "namespace": "old"}])
 
 
-def _lake(root: Path) -> tuple[list[tuple], list[tuple]]:
+def _lake(root: Path, settled: bool = True) -> tuple[list[tuple], list[tuple]]:
     samples = [str(p) for p in partition_files(root, "gpu_samples")]
     ns = [str(p) for p in partition_files(root, "k8s_namespaces")]
     s = duckdb.sql(f"select round(gr_engine_active::double, 3) u, count(*) from read_parquet({samples!r}) group by u order by u").fetchall()
+    # the hourly rollups move with the raw files: one per raw file, with the same rows counted
+    twins = [str(p) for p in partition_files(root, "gpu_samples_hourly")]
+    if not settled:  # half-way through a plan: the rollups may not match yet
+        return s, duckdb.sql(f"select namespace from read_parquet({ns!r}) order by 1").fetchall()
+    assert [t.replace("gpu_samples_hourly/", "gpu_samples/") for t in twins] == samples
+    if samples:
+        raw_n = duckdb.sql(f"select count(*) from read_parquet({samples!r})").fetchall()[0][0]
+        assert duckdb.sql(f"select sum(samples) from read_parquet({twins!r})").fetchall()[0][0] == raw_n
     n = duckdb.sql(f"select namespace from read_parquet({ns!r}) order by 1").fetchall()
     return s, n
 
@@ -86,8 +94,9 @@ def test_kill_before_commit_leaves_the_old_slice_intact_and_no_staging(tmp_path)
     before = _lake(tmp_path)
     child = _run_child(tmp_path, "before_commit")
     assert child.stdout.readline().strip() == "STAGED"
-    staged = list((tmp_path / "_staging").rglob("*.parquet"))
+    staged = [p for p in (tmp_path / "_staging").rglob("*.parquet") if "_hourly" not in str(p)]
     assert len(staged) == 4  # three days of samples and the namespaces, all aside
+    assert len(list((tmp_path / "_staging").rglob("gpu_samples_hourly/*/*/*.parquet"))) == 3  # and their rollups
     os.kill(child.pid, signal.SIGKILL)
     assert child.wait(30) == -signal.SIGKILL
     assert _lake(tmp_path) == before == ([(0.1, 240)], [("old",)])
@@ -105,7 +114,7 @@ def test_kill_during_the_plan_is_rolled_forward_to_the_full_new_slice(tmp_path):
     assert child.returncode == -signal.SIGKILL and "COMMITTED" not in out
     plan = list((tmp_path / "_staging").glob("*/COMMIT.json"))
     assert len(plan) == 1  # killed after the commit point
-    half = _lake(tmp_path)
+    half = _lake(tmp_path, settled=False)
     assert half[0] != [(0.9, 150)]  # the kill really left the lake half-way
     LakeWriter(tmp_path)  # recovery executes the rest of the plan
     assert _lake(tmp_path) == ([(0.9, 150)], [("new",)])

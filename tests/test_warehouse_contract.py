@@ -7,11 +7,14 @@ import importlib.util
 import re
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
 
+from ingest.rollups import ROLLUPS
+from ingest.rollups import compute as rollup_compute
 from ingest.schema import RUN_COLUMNS, TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,11 +51,26 @@ def _macro_columns() -> dict[str, list[tuple[str, str]]]:
 
 def test_landing_columns_macro_matches_ingest_schema():
     macro = _macro_columns()
-    assert set(macro) == set(TABLES)
+    assert set(macro) == set(TABLES) | {r.table for r in ROLLUPS.values()}
     for name, table in TABLES.items():
         want = [(f.name, _duckdb_type(f.type)) for f in table.schema]
         assert macro[name] == want, name
     assert [f.name for f in RUN_COLUMNS] == ["cluster", "ingest_run_id", "ingested_at"]
+
+
+def test_rollup_columns_macro_matches_the_rollup_sql():
+    """The rollup tables' landing_columns are the types the rollup SQL writes (over an empty batch
+    of each landing table), in order, then the run columns."""
+    macro = _macro_columns()
+    for source, r in ROLLUPS.items():
+        empty = pa.Table.from_pylist([], schema=pa.schema(list(TABLES[source].schema) + RUN_COLUMNS))
+        out = rollup_compute(source, empty)
+        con = duckdb.connect()
+        con.register("t", out)
+        got = [(n, t.lower()) for n, t, *_ in con.execute("describe select * from t").fetchall()]
+        want = [(n, t.lower()) for n, t in macro[r.table]] + [("ingest_run_id", "varchar"),
+                                                              ("ingested_at", "timestamp with time zone")]
+        assert [g for g in got if g[0] != "cluster"] == want, r.table
 
 
 def _capacity_model():

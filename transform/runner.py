@@ -58,6 +58,8 @@ class BuildResult:
     tests_scope: str = "all"  # "invariants": an incremental build ran the singular data tests only
     version: str | None = None  # the published build version
     copy_seconds: float = 0.0  # copying the live version before an incremental build
+    rollups: dict[str, int] = field(default_factory=dict)  # rollup files written / removed first
+    rollup_seconds: float = 0.0
 
     @property
     def failed(self) -> list[NodeResult]:
@@ -183,6 +185,7 @@ def run_build(
     unit_tests: bool = False,
     engine: str | None = None,
     all_tests: bool = False,
+    rollup_progress: Any = None,
 ) -> BuildResult:
     """``dbt build`` (seeds, models, data tests; incremental unless ``full_refresh``) into a new version
     of the warehouse, published atomically when it succeeds (``transform.publish``).
@@ -214,8 +217,13 @@ def run_build(
     lake = Path(settings.lake_dir)
     if not lake.is_dir():
         raise ConfigError(f"lake {lake} does not exist: ingest data (or run `gpufinops demo`) first")
+    t0 = time.perf_counter()
+    made = _ensure_rollups(lake, rollup_progress)
+    rollup_seconds = time.perf_counter() - t0
     if (engine or settings.engine) == "spark":
-        return _spark_build(settings, full_refresh=full_refresh, select=select, extra_vars=extra_vars)
+        result = _spark_build(settings, full_refresh=full_refresh, select=select, extra_vars=extra_vars)
+        result.rollups, result.rollup_seconds = made, rollup_seconds
+        return result
     link = Path(os.path.abspath(settings.warehouse_path))
     link.parent.mkdir(parents=True, exist_ok=True)
     work = Path(settings.home).resolve() / "dbt"
@@ -235,11 +243,24 @@ def run_build(
                           error=(None if failed else _short(str(exc) or type(exc).__name__, 300)))
             write_build_record(link, record)
             raise
+        result.rollups, result.rollup_seconds = made, rollup_seconds
         record.update(status="success", finished_at=_now(), served_version=version,
                       full_refresh=result.full_refresh, seconds=round(result.seconds, 3),
                       copy_seconds=round(result.copy_seconds, 3))
         write_build_record(link, record)
         return result
+
+
+def _ensure_rollups(lake: Path, progress: Any) -> dict[str, int]:
+    """The lake's hourly rollups (ingest/rollups.py) for every raw file, before dbt reads them: the
+    lake writer writes them at landing, so this only writes those of a lake from before rollups, or
+    all of them after the rollup SQL changed."""
+    from ingest.lake import LakeWriter
+
+    made = LakeWriter(lake).ensure_rollups(progress)
+    if made["written"] or made["removed"]:
+        _log.info("hourly rollups: %d written, %d removed (%s)", made["written"], made["removed"], lake)
+    return made
 
 
 def _build(settings: Settings, link: Path, work: Path, version: str, *, full_refresh: bool,

@@ -32,11 +32,19 @@ def build(
     from transform import run_build, showback_summary
 
     settings = settings_of(ctx)
-    with console.status("dbt build (seeds, models, tests) ..."):
+    with console.status("dbt build (seeds, models, tests) ...") as status:
         if engine not in (None, "duckdb", "spark"):
             raise typer.BadParameter(f"--engine must be duckdb or spark, not {engine!r}")
+
+        def rollup_progress(done: int, total: int) -> None:
+            status.update(f"hourly rollups of the lake: {done:,} / {total:,} files"
+                          + (" ..." if done < total else "; dbt build (seeds, models, tests) ..."))
+
         result = run_build(settings, full_refresh=full, select=select, unit_tests=unit_tests, engine=engine,
-                           all_tests=all_tests)
+                           all_tests=all_tests, rollup_progress=rollup_progress)
+    if result.rollups.get("written") or result.rollups.get("removed"):
+        console.print(f"hourly rollups: {result.rollups['written']:,} written, {result.rollups['removed']:,} "
+                      f"removed in {result.rollup_seconds:.1f}s (a lake from before rollups, or new rollup SQL)")
     console.print(
         f"built and published version {result.version} of {result.warehouse} in {result.seconds:.1f}s "
         f"({'full refresh' if result.full_refresh else f'incremental, copy {result.copy_seconds:.2f}s'}): "

@@ -1,27 +1,27 @@
 {{ incremental_by(['cluster', 'hour']) }}
--- depends_on: {{ ref('stg_usage__container_usage') }}
--- CPU cores and working-set GiB per pod per hour: each container's hourly mean, summed over the
--- pod's containers.
+-- depends_on: {{ ref('stg_usage__container_hourly') }}
+-- CPU cores and working-set GiB per pod per hour: each container's hourly mean (merged from the
+-- lake's hourly rollups: sums over counts), summed over the pod's containers.
 
-with usage as (
-    select cluster, ts, namespace, pod, container, cpu_cores, memory_working_set_bytes
-    from {{ landing_input('stg_usage__container_usage', 'container_usage') }} as src
+with parts as (
+    select *
+    from {{ landing_input('stg_usage__container_hourly', 'container_usage_hourly') }} as src
     {%- if is_incremental() %}
-    where src.ts >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
     {%- endif %}
 ),
 
 per_container as (
     select
         cluster,
-        {{ dbt.date_trunc('hour', 'ts') }} as hour,
+        hour,
         namespace,
         pod,
         container,
-        avg(cpu_cores) as cpu_cores,
-        avg(memory_working_set_bytes) as memory_working_set_bytes
-    from usage
-    group by cluster, {{ dbt.date_trunc('hour', 'ts') }}, namespace, pod, container
+        sum(cpu_sum) / nullif(sum(cpu_samples), 0) as cpu_cores,
+        sum(memory_sum) / nullif(sum(memory_samples), 0) as memory_working_set_bytes
+    from parts
+    group by cluster, hour, namespace, pod, container
 ),
 
 final as (

@@ -1,18 +1,21 @@
 {{ incremental_by(['cluster', 'hour']) }}
 {{ config(on_schema_change='append_new_columns') }}
--- depends_on: {{ ref('stg_usage__container_usage') }}
+-- depends_on: {{ ref('stg_usage__container_hourly') }}
 -- Recommender evidence for the VPA-style CPU / memory strategy, per workload container and hour:
 -- samples, first / last sample time, peak working set, and two histograms in VPA's exponential
 -- buckets (macro vpa_bucket: CPU from var vpa_cpu_first_bucket cores, memory from
 -- var vpa_memory_first_bucket bytes, ×var vpa_histogram_ratio): CPU over every sample, memory over
 -- each pod's hourly peak (VPA keeps memory peaks per interval, not every sample). Counts, not
 -- weights: the recommender applies its own half-life decay per hour, so any window merges exactly.
+-- Merged from the lake's hourly rollups (macros/rollups.sql, one row per raw file, pod, container
+-- and hour): a pod's peak bucket is the max of its files' (vpa_bucket is monotonic), and a
+-- group's CPU histogram is its one row's list, or the per-bucket sums of its rows' lists.
 
-with usage as (
-    select cluster, ts, namespace, pod, container, cpu_cores, memory_working_set_bytes
-    from {{ landing_input('stg_usage__container_usage', 'container_usage') }} as src
+with parts as (
+    select src.*
+    from {{ landing_input('stg_usage__container_hourly', 'container_usage_hourly') }} as src
     {%- if is_incremental() %}
-    where src.ts >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
     {%- endif %}
 ),
 
@@ -22,72 +25,85 @@ workloads as (
     group by cluster, namespace, pod
 ),
 
-samples as (
-    select
-        u.cluster,
-        {{ dbt.date_trunc('hour', 'u.ts') }} as hour,
-        u.namespace,
-        coalesce(w.workload, u.pod) as workload,
-        u.pod,
-        u.container,
-        u.ts,
-        u.cpu_cores,
-        u.memory_working_set_bytes,
-        case when u.cpu_cores is not null then {{ vpa_bucket('u.cpu_cores', var('vpa_cpu_first_bucket')) }} end as cb
-    from usage as u
+keyed as (
+    select p.*, coalesce(w.workload, p.pod) as workload
+    from parts as p
     left join workloads as w
-        on u.cluster = w.cluster and u.namespace = w.namespace and u.pod = w.pod
+        on p.cluster = w.cluster and p.namespace = w.namespace and p.pod = w.pod
 ),
 
 per_pod as (
-    -- one scan: CPU bucket counts (g = 2) and per pod the hour's sample count, times and peak (g = 1)
-    select
-        cluster, hour, namespace, workload, container, pod, cb,
-        {{ grouping_bits(["pod", "cb"]) }} as g,
-        count(*) as samples,
-        count(cpu_cores) as cpu_samples,
-        min(ts) as first_ts,
-        max(ts) as last_ts,
-        max(memory_working_set_bytes) as memory_peak_bytes
-    from samples
-    group by grouping sets ((cluster, hour, namespace, workload, container, cb),
-                            (cluster, hour, namespace, workload, container, pod))
-),
-
-memory_buckets as (
-    select cluster, hour, namespace, workload, container,
-           {{ vpa_bucket('memory_peak_bytes', var('vpa_memory_first_bucket')) }} as b, count(*) as n
-    from per_pod
-    where g = 1 and memory_peak_bytes is not null
-    group by all
+    -- each pod's container hour over the raw files that hold it
+    select cluster, hour, namespace, workload, container, pod,
+           max(memory_peak_bytes) as memory_peak_bytes,
+           max(memory_peak_bucket) as memory_peak_bucket
+    from keyed
+    group by cluster, hour, namespace, workload, container, pod
 ),
 
 memory_hist as (
     select cluster, hour, namespace, workload, container, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as memory_hist
-    from memory_buckets
+    from (
+        select cluster, hour, namespace, workload, container, memory_peak_bucket as b, count(*) as n
+        from per_pod
+        where memory_peak_bucket is not null
+        group by cluster, hour, namespace, workload, container, memory_peak_bucket
+    ) as m
+    group by cluster, hour, namespace, workload, container
+),
+
+groups as (
+    select
+        cluster, hour, namespace, workload, container,
+        count(*) as parts,
+        cast(sum(samples) as bigint) as samples,
+        count(distinct pod) as pods,
+        min(first_ts) as first_ts,
+        max(last_ts) as last_ts,
+        max(memory_peak_bytes) as memory_peak_bytes,
+        case when count(*) = 1 then any_value(cpu_hist) end as cpu_hist_one
+    from keyed
+    group by cluster, hour, namespace, workload, container
+),
+
+cpu_merged as (
+    select cluster, hour, namespace, workload, container, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as cpu_hist
+    from (
+        select cluster, hour, namespace, workload, container, e.b as b, cast(sum(e.n) as bigint) as n
+        from (
+            select k.cluster, k.hour, k.namespace, k.workload, k.container, {{ explode_list('k.cpu_hist') }} as e
+            from keyed as k
+            inner join groups as g
+                on k.cluster = g.cluster and k.hour = g.hour and k.namespace is not distinct from g.namespace
+                and k.workload is not distinct from g.workload and k.container is not distinct from g.container
+            where g.parts > 1
+        ) as x
+        group by cluster, hour, namespace, workload, container, e.b
+    ) as c
     group by cluster, hour, namespace, workload, container
 ),
 
 final as (
     select
-        p.cluster,
-        p.hour,
-        p.namespace,
-        p.workload,
-        p.container,
-        sum(case when p.g = 1 then p.samples end) as samples,
-        count(distinct p.pod) filter (where p.g = 1) as pods,
-        min(p.first_ts) as first_ts,
-        max(p.last_ts) as last_ts,
-        max(p.memory_peak_bytes) as memory_peak_bytes,
-        coalesce({{ struct_list([['b', 'p.cb'], ['n', 'p.cpu_samples']], 'p.g = 2 and p.cb is not null') }},
-                 {{ empty_list_of_pairs() }}) as cpu_hist,
-        coalesce(any_value(m.memory_hist), {{ empty_list_of_pairs() }}) as memory_hist
-    from per_pod as p
+        g.cluster,
+        g.hour,
+        g.namespace,
+        g.workload,
+        g.container,
+        g.samples,
+        g.pods,
+        g.first_ts,
+        g.last_ts,
+        g.memory_peak_bytes,
+        coalesce(g.cpu_hist_one, c.cpu_hist, {{ empty_list_of_pairs() }}) as cpu_hist,
+        coalesce(m.memory_hist, {{ empty_list_of_pairs() }}) as memory_hist
+    from groups as g
+    left join cpu_merged as c
+        on g.cluster = c.cluster and g.hour = c.hour and g.namespace is not distinct from c.namespace
+        and g.workload is not distinct from c.workload and g.container is not distinct from c.container
     left join memory_hist as m
-        on p.cluster = m.cluster and p.hour = m.hour and p.namespace = m.namespace
-        and p.workload = m.workload and p.container = m.container
-    group by p.cluster, p.hour, p.namespace, p.workload, p.container
+        on g.cluster = m.cluster and g.hour = m.hour and g.namespace is not distinct from m.namespace
+        and g.workload is not distinct from m.workload and g.container is not distinct from m.container
 )
 
 select * from final

@@ -1,0 +1,209 @@
+"""Hourly partial aggregates ("rollups") of the per-minute landing tables, kept in the lake.
+
+For every raw Parquet file of ``gpu_samples`` or ``container_usage`` the lake holds one rollup file
+of the same name under ``<lake>/<table>_hourly/cluster=<c>/day=<d>/``: one row per key and hour with
+counts, sums, minima, maxima and histograms that merge exactly over files (macros/rollups.sql). The
+lake writer writes it in the same atomic run as the raw file; the build reads only the rollups
+(~60x fewer rows) and, before dbt runs, :func:`ensure_rollups` writes the ones a lake lacks (a lake
+from before rollups, or one whose rollup SQL changed).
+
+The SQL is the dbt project's: the macros of macros/rollups.sql, rendered here with plain Jinja, the
+vars of dbt_project.yml, and the DuckDB bodies of the macros they dispatch to, so each formula
+stays in exactly one place. ``<lake>/_rollups.json`` records the digest of the rendered SQL the lake's
+rollups were made with; a different digest makes :func:`ensure_rollups` rewrite every rollup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import jinja2
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from gpufinops.errors import ConfigError
+from gpufinops.project import PROJECT_DIR
+
+__all__ = ["ROLLUPS", "Rollup", "rollup_of", "spec_digest", "lake_digest", "compute", "mirror",
+           "ensure_rollups", "write_lake_digest", "has_raw_files", "rollup_sql", "SPEC_FILE"]
+
+SPEC_FILE = "_rollups.json"
+_BATCH = "__rollup_batch__"
+_MACRO_FILES = ("staging.sql", "formulas.sql", "rollups.sql")
+
+
+@dataclass(frozen=True)
+class Rollup:
+    source: str  # the landing table
+    table: str  # the rollup table in the lake
+    macro: str  # its macro in macros/rollups.sql
+
+
+ROLLUPS: dict[str, Rollup] = {
+    "gpu_samples": Rollup("gpu_samples", "gpu_samples_hourly", "rollup_gpu_samples"),
+    "container_usage": Rollup("container_usage", "container_usage_hourly", "rollup_container_usage"),
+}
+
+
+def rollup_of(table: str) -> Rollup | None:
+    return ROLLUPS.get(table)
+
+
+class _Adapter:
+    """``adapter.dispatch`` of plain Jinja: the DuckDB body of a macro, else its default."""
+
+    def __init__(self, module: Any):
+        self._module = module
+
+    def dispatch(self, name: str, _package: str | None = None) -> Callable[..., str]:
+        for candidate in (f"duckdb__{name}", f"default__{name}"):
+            macro = getattr(self._module, candidate, None)
+            if macro is not None:
+                return macro
+        raise ConfigError(f"macros: no duckdb__ or default__ body of '{name}' in {', '.join(_MACRO_FILES)}")
+
+
+class _Exceptions:
+    @staticmethod
+    def raise_compiler_error(message: str) -> None:
+        raise ConfigError(f"rollup SQL: {message}")
+
+
+@lru_cache(maxsize=4)
+def _rendered(project_dir: Path) -> dict[str, str]:
+    """table -> the rollup SELECT over the relation ``__rollup_batch__``."""
+    project = yaml.safe_load((project_dir / "dbt_project.yml").read_text())
+    variables = project.get("vars") or {}
+
+    def var(name: str, default: Any = None) -> Any:
+        if name in variables:
+            return variables[name]
+        if default is None:
+            raise ConfigError(f"rollup SQL: var '{name}' is not set in {project_dir / 'dbt_project.yml'}")
+        return default
+
+    env = jinja2.Environment(extensions=["jinja2.ext.do"], undefined=jinja2.StrictUndefined)
+    source = "\n".join((project_dir / "macros" / f).read_text() for f in _MACRO_FILES)
+    holder: dict[str, Any] = {}
+    env.globals.update(var=var, exceptions=_Exceptions, adapter=_AdapterProxy(holder), **{"return": lambda v: v})
+    module = env.from_string(source).module
+    holder["module"] = module
+    out = {}
+    for table, r in ROLLUPS.items():
+        macro = getattr(module, r.macro)
+        out[table] = str(macro(_BATCH)).strip()
+    return out
+
+
+class _AdapterProxy:
+    """The module exists only after the template is made; dispatch looks it up then."""
+
+    def __init__(self, holder: dict[str, Any]):
+        self._holder = holder
+
+    def dispatch(self, name: str, package: str | None = None) -> Callable[..., str]:
+        return _Adapter(self._holder["module"]).dispatch(name, package)
+
+
+def rollup_sql(table: str, project_dir: Path = PROJECT_DIR) -> str:
+    return _rendered(project_dir)[table]
+
+
+def spec_digest(project_dir: Path = PROJECT_DIR) -> str:
+    """Digest of every rollup's SQL: rollups made with another digest are stale."""
+    text = json.dumps(_rendered(project_dir), sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def lake_digest(root: Path) -> str | None:
+    try:
+        return json.loads((root / SPEC_FILE).read_text()).get("digest")
+    except FileNotFoundError:
+        return None
+    except (ValueError, AttributeError) as exc:
+        raise ConfigError(f"{root / SPEC_FILE}: not a rollup record ({exc}); delete it to rebuild the rollups") from exc
+
+
+def write_lake_digest(root: Path, digest: str) -> None:
+    tmp = root / (SPEC_FILE + ".tmp")
+    tmp.write_text(json.dumps({"digest": digest, "written_at": datetime.now().astimezone().isoformat()}))
+    os.replace(tmp, root / SPEC_FILE)
+
+
+def compute(table: str, data: pa.Table, *, project_dir: Path = PROJECT_DIR) -> pa.Table:
+    """The rollup of one raw file's rows (landing columns incl. the run columns)."""
+    con = duckdb.connect()
+    try:
+        con.execute("set threads to 1")  # a writer's batch is small; the writers run in parallel
+        con.register(_BATCH, data)
+        out = con.sql(rollup_sql(table, project_dir)).to_arrow_table()
+    finally:
+        con.close()
+    run_id = data.column("ingest_run_id")[0] if data.num_rows else pa.scalar(None, pa.string())
+    at = data.column("ingested_at")[0] if data.num_rows else pa.scalar(None, data.schema.field("ingested_at").type)
+    n = out.num_rows
+    out = out.append_column("ingest_run_id", pa.array([run_id.as_py()] * n, pa.string()))
+    return out.append_column("ingested_at", pa.array([at.as_py()] * n, data.schema.field("ingested_at").type))
+
+
+def mirror(rel: str) -> str | None:
+    """The rollup path of a raw file's lake-relative path (``<table>/cluster=../day=../f``), or None."""
+    table, _, rest = rel.partition("/")
+    r = ROLLUPS.get(table)
+    return f"{r.table}/{rest}" if r is not None and rest else None
+
+
+def write(table: str, data: pa.Table, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(compute(table, data), out, compression="zstd")
+
+
+def _raw_files(root: Path, table: str) -> Iterable[Path]:
+    base = root / table
+    return sorted(base.glob("cluster=*/day=*/*.parquet")) if base.is_dir() else []
+
+
+def has_raw_files(root: Path) -> bool:
+    """Whether the lake holds any raw file of a table with a rollup."""
+    return any(next(iter((root / t).glob("cluster=*/day=*/*.parquet")), None) is not None
+               for t in ROLLUPS if (root / t).is_dir())
+
+
+def ensure_rollups(root: Path, *, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
+    """Make the lake's rollups match its raw files and the current rollup SQL; the caller holds the
+    lake lock. Returns how many rollup files were written and removed."""
+    digest = spec_digest()
+    stale = lake_digest(root) != digest
+    written = removed = 0
+    todo: list[tuple[str, Path, Path]] = []
+    for table, r in ROLLUPS.items():
+        raw = list(_raw_files(root, table))
+        want = {root / r.table / p.relative_to(root / table) for p in raw}
+        for have in _raw_files(root, r.table):
+            if stale or have not in want:
+                have.unlink()
+                removed += 1
+        for p in raw:
+            dst = root / r.table / p.relative_to(root / table)
+            if stale or not dst.exists():
+                todo.append((table, p, dst))
+    for i, (table, src, dst) in enumerate(todo):
+        tmp = dst.with_name(dst.name + ".tmp")
+        write(table, pq.read_table(src), tmp)
+        os.replace(tmp, dst)
+        written += 1
+        if progress:
+            progress(i + 1, len(todo))
+    if stale or written or not (root / SPEC_FILE).exists():
+        write_lake_digest(root, digest)
+    return {"written": written, "removed": removed}

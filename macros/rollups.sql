@@ -1,0 +1,128 @@
+{#- Hourly partial aggregates of the per-minute landing tables: the lake writer writes one beside each
+    raw Parquet file it lands (ingest/rollups.py renders these macros with the project's vars and runs
+    them in DuckDB over that file's rows, in the same atomic run), so no build re-reads the samples.
+
+    Every column merges exactly over any set of files of the same key: counts and sums add, minima and
+    maxima take min / max, histograms (lists of (bucket b, count n)) add per bucket. The formulas are
+    the warehouse's own (staging_select, sample_utilization, util_bucket, fb_bucket, vpa_bucket);
+    a memory peak's bucket is kept as the bucket of the file's peak, which merges by max because
+    vpa_bucket is monotonic. The rollup SQL always runs on DuckDB, whatever the build engine.
+    The models that read the rollups: int_gpu_usage_hourly, fct_gpu_device_evidence_hourly,
+    int_container_usage_hourly, fct_container_usage_hourly (models/README.md "Hourly rollups"). -#}
+
+{% macro rollup_gpu_samples(relation) -%}
+with s as (
+    {{ staging_select('gpu_samples', relation) }}
+),
+
+b as (
+    select
+        cluster,
+        date_trunc('hour', ts) as hour,
+        hostname,
+        coalesce(uuid, cast(gpu as varchar)) as device_id,
+        coalesce(mig_instance, -1) as mig_instance,
+        mig_profile,
+        (mig_profile is not null or mig_instance is not null) as mig_flag,
+        namespace,
+        pod,
+        ts,
+        utilization,
+        fb_used_mib,
+        fb_used_mib + fb_free_mib as fb_total_mib,
+        {{ util_bucket('utilization') }} as ub,
+        {{ fb_bucket('fb_used_mib') }} as fbb
+    from s
+),
+
+per_bucket as (
+    -- g = 1: the utilisation buckets (every sample once); g = 2: the framebuffer buckets
+    select
+        cluster, hour, hostname, device_id, mig_instance, namespace, pod, ub, fbb,
+        grouping(ub, fbb) as g,
+        count(utilization) as samples,
+        sum(utilization) as util_sum,
+        max(utilization) as util_max,
+        min(ts) as first_ts,
+        max(ts) as last_ts,
+        max(mig_profile) as mig_profile,
+        bool_or(mig_flag) as is_mig,
+        count(fb_used_mib) as fb_samples,
+        sum(fb_used_mib) as fb_sum,
+        max(fb_used_mib) as fb_used_max_mib,
+        max(fb_total_mib) as fb_total_mib
+    from b
+    group by grouping sets ((cluster, hour, hostname, device_id, mig_instance, namespace, pod, ub),
+                            (cluster, hour, hostname, device_id, mig_instance, namespace, pod, fbb))
+)
+
+select
+    cluster, hour, hostname, device_id, mig_instance, namespace, pod,
+    max(mig_profile) as mig_profile,
+    bool_or(is_mig) as is_mig,
+    cast(sum(samples) filter (where g = 1) as bigint) as samples,
+    sum(util_sum) filter (where g = 1) as util_sum,
+    max(util_max) as util_max,
+    min(first_ts) as first_ts,
+    max(last_ts) as last_ts,
+    cast(sum(fb_samples) filter (where g = 2) as bigint) as fb_samples,
+    sum(fb_sum) filter (where g = 2) as fb_sum,
+    max(fb_used_max_mib) as fb_used_max_mib,
+    max(fb_total_mib) as fb_total_mib,
+    list(struct_pack(b := ub, n := cast(samples as bigint)) order by ub) filter (where g = 1 and ub is not null) as util_hist,
+    list(struct_pack(b := fbb, n := cast(fb_samples as bigint)) order by fbb) filter (where g = 2 and fbb is not null) as fb_hist
+from per_bucket
+group by cluster, hour, hostname, device_id, mig_instance, namespace, pod
+{%- endmacro %}
+
+
+{% macro rollup_container_usage(relation) -%}
+with s as (
+    {{ staging_select('container_usage', relation) }}
+),
+
+b as (
+    select
+        cluster,
+        date_trunc('hour', ts) as hour,
+        namespace,
+        pod,
+        container,
+        ts,
+        cpu_cores,
+        memory_working_set_bytes,
+        case when cpu_cores is not null then {{ vpa_bucket('cpu_cores', var('vpa_cpu_first_bucket')) }} end as cb
+    from s
+),
+
+per_bucket as (
+    select
+        cluster, hour, namespace, pod, container, cb,
+        count(*) as samples,
+        count(cpu_cores) as cpu_samples,
+        sum(cpu_cores) as cpu_sum,
+        count(memory_working_set_bytes) as memory_samples,
+        sum(memory_working_set_bytes) as memory_sum,
+        max(memory_working_set_bytes) as memory_peak_bytes,
+        min(ts) as first_ts,
+        max(ts) as last_ts
+    from b
+    group by cluster, hour, namespace, pod, container, cb
+)
+
+select
+    cluster, hour, namespace, pod, container,
+    cast(sum(samples) as bigint) as samples,
+    cast(sum(cpu_samples) as bigint) as cpu_samples,
+    sum(cpu_sum) as cpu_sum,
+    cast(sum(memory_samples) as bigint) as memory_samples,
+    sum(memory_sum) as memory_sum,
+    max(memory_peak_bytes) as memory_peak_bytes,
+    case when max(memory_peak_bytes) is not null
+         then {{ vpa_bucket('max(memory_peak_bytes)', var('vpa_memory_first_bucket')) }} end as memory_peak_bucket,
+    min(first_ts) as first_ts,
+    max(last_ts) as last_ts,
+    list(struct_pack(b := cb, n := cast(cpu_samples as bigint)) order by cb) filter (where cb is not null) as cpu_hist
+from per_bucket
+group by cluster, hour, namespace, pod, container
+{%- endmacro %}

@@ -1,0 +1,149 @@
+"""The lake's hourly rollups (ingest/rollups.py, macros/rollups.sql): written with every raw file,
+kept in step through re-runs, trims and clears, back-filled for a lake that has none, rewritten when
+the rollup SQL changes, and equal to the statistics of the raw samples they stand for."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pytest
+
+from ingest import rollups
+from ingest.lake import LakeWriter, partition_files
+from ingest.schema import TABLES
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+
+
+def samples(start: datetime, minutes: int, *, util=lambda m: 0.5, pod: str = "p") -> pa.Table:
+    rows = [{"ts": start + timedelta(minutes=m), "hostname": "h1", "gpu": 0, "uuid": "GPU-1",
+             "gr_engine_active": util(m), "fb_used_mib": 1000.0 + 10 * m, "fb_free_mib": 39000.0,
+             "namespace": "ns", "pod": pod} for m in range(minutes)]
+    return pa.Table.from_pylist(rows)
+
+
+def _raw_stats(root: Path) -> list[tuple]:
+    files = [str(p) for p in partition_files(root, "gpu_samples")]
+    if not files:
+        return []
+    return duckdb.sql(
+        f"select date_trunc('hour', ts at time zone 'UTC') h, count(*), round(avg(gr_engine_active), 9), "
+        f"max(fb_used_mib) from read_parquet({files!r}) group by h order by h").fetchall()
+
+
+def _rollup_stats(root: Path) -> list[tuple]:
+    files = [str(p) for p in partition_files(root, "gpu_samples_hourly")]
+    if not files:
+        return []
+    return duckdb.sql(
+        f"select hour, sum(samples)::bigint, round(sum(util_sum) / sum(samples), 9), max(fb_used_max_mib) "
+        f"from read_parquet({files!r}) group by hour order by hour").fetchall()
+
+
+def _twins_match(root: Path) -> None:
+    raw = [p.relative_to(root / "gpu_samples") for p in partition_files(root, "gpu_samples")]
+    twins = [p.relative_to(root / "gpu_samples_hourly") for p in partition_files(root, "gpu_samples_hourly")]
+    assert raw == twins
+
+
+def test_every_raw_file_gets_its_rollup_with_the_samples_statistics(tmp_path):
+    w = LakeWriter(tmp_path)
+    w.write("gpu_samples", samples(T0 + timedelta(hours=22), 180, util=lambda m: (m % 7) / 10),
+            source="dcgm", cluster="c1", window_start=T0, window_end=T0 + 2 * DAY)
+    _twins_match(tmp_path)
+    assert len(partition_files(tmp_path, "gpu_samples_hourly")) == 2  # the batch spans two days
+    assert _rollup_stats(tmp_path) == _raw_stats(tmp_path)
+    assert [r[1] for r in _rollup_stats(tmp_path)] == [60, 60, 60]
+    assert json.loads((tmp_path / rollups.SPEC_FILE).read_text())["digest"] == rollups.spec_digest()
+
+
+def test_the_histograms_count_every_sample_in_its_bucket(tmp_path):
+    w = LakeWriter(tmp_path)
+    w.write("gpu_samples", samples(T0, 60, util=lambda m: 0.25 if m < 45 else 1.0), source="dcgm", cluster="c1",
+            window_start=T0, window_end=T0 + DAY)
+    files = [str(p) for p in partition_files(tmp_path, "gpu_samples_hourly")]
+    (hist, fb_hist, umax), = duckdb.sql(f"select util_hist, fb_hist, util_max from read_parquet({files!r})").fetchall()
+    # 0.25 -> bucket 50 of 200, 1.0 -> bucket 200 (macros/formulas.sql util_bucket)
+    assert hist == [{"b": 50, "n": 45}, {"b": 200, "n": 15}] and umax == 1.0
+    assert sum(e["n"] for e in fb_hist) == 60 and fb_hist[0]["b"] == 1000 // 256
+
+
+def test_reruns_trims_and_clears_keep_the_rollups_in_step(tmp_path):
+    w = LakeWriter(tmp_path)
+    w.write("gpu_samples", samples(T0, 120, util=lambda m: 0.1), source="prom", cluster="c1",
+            window_start=T0, window_end=T0 + timedelta(hours=2))
+    # an overlapping window trims the first file: its rollup is recomputed from the rows it keeps
+    w.write("gpu_samples", samples(T0 + timedelta(minutes=90), 60, util=lambda m: 0.9), source="prom", cluster="c1",
+            window_start=T0 + timedelta(minutes=90), window_end=T0 + timedelta(minutes=150))
+    _twins_match(tmp_path)
+    assert _rollup_stats(tmp_path) == _raw_stats(tmp_path)
+    assert [r[1] for r in _rollup_stats(tmp_path)] == [60, 60, 30]
+    # the same slice again replaces it; an empty batch clears it, rollup included
+    w.write("gpu_samples", samples(T0 + timedelta(minutes=90), 60, util=lambda m: 0.9), source="prom", cluster="c1",
+            window_start=T0 + timedelta(minutes=90), window_end=T0 + timedelta(minutes=150))
+    assert _rollup_stats(tmp_path) == _raw_stats(tmp_path)
+    empty = TABLES["gpu_samples"].schema.empty_table()
+    for start, end in ((T0, T0 + timedelta(hours=2)), (T0 + timedelta(minutes=90), T0 + timedelta(minutes=150))):
+        w.write("gpu_samples", empty, source="prom", cluster="c1", window_start=start, window_end=end)
+    assert partition_files(tmp_path, "gpu_samples") == [] and partition_files(tmp_path, "gpu_samples_hourly") == []
+
+
+def test_a_lake_without_rollups_is_back_filled_and_a_second_pass_does_nothing(tmp_path):
+    w = LakeWriter(tmp_path)
+    for d in range(3):
+        w.write("gpu_samples", samples(T0 + d * DAY, 90), source="dcgm", cluster="c1",
+                window_start=T0 + d * DAY, window_end=T0 + (d + 1) * DAY)
+    want = _rollup_stats(tmp_path)
+    for p in partition_files(tmp_path, "gpu_samples_hourly"):
+        p.unlink()
+    (tmp_path / rollups.SPEC_FILE).unlink()
+    # a lake with raw files and no rollup record: writers leave rollups to the build's back-fill
+    w.write("gpu_samples", samples(T0 + 3 * DAY, 30), source="dcgm", cluster="c1",
+            window_start=T0 + 3 * DAY, window_end=T0 + 4 * DAY)
+    assert partition_files(tmp_path, "gpu_samples_hourly") == []
+    seen: list[tuple[int, int]] = []
+    assert w.ensure_rollups(lambda i, n: seen.append((i, n))) == {"written": 4, "removed": 0}
+    assert seen[-1] == (4, 4)
+    _twins_match(tmp_path)
+    assert _rollup_stats(tmp_path)[:len(want)] == want
+    assert w.ensure_rollups() == {"written": 0, "removed": 0}
+    # from now on the writer writes them itself
+    w.write("gpu_samples", samples(T0 + 4 * DAY, 30), source="dcgm", cluster="c1",
+            window_start=T0 + 4 * DAY, window_end=T0 + 5 * DAY)
+    _twins_match(tmp_path)
+
+
+def test_rollups_made_with_other_sql_are_rewritten_and_orphans_removed(tmp_path):
+    w = LakeWriter(tmp_path)
+    w.write("gpu_samples", samples(T0, 90), source="dcgm", cluster="c1", window_start=T0, window_end=T0 + DAY)
+    rollups.write_lake_digest(tmp_path, "not-this-sql")
+    orphan = tmp_path / "gpu_samples_hourly" / "cluster=c1" / "day=2025-12-31" / "gone__x.parquet"
+    orphan.parent.mkdir(parents=True)
+    orphan.write_bytes(b"")
+    # a writer does not mix its rollups into a lake made with other SQL
+    w.write("gpu_samples", samples(T0 + DAY, 30), source="dcgm", cluster="c1",
+            window_start=T0 + DAY, window_end=T0 + 2 * DAY)
+    assert len(partition_files(tmp_path, "gpu_samples_hourly")) == 2  # the old one and the orphan
+    assert w.ensure_rollups() == {"written": 2, "removed": 2}
+    _twins_match(tmp_path)
+    assert _rollup_stats(tmp_path) == _raw_stats(tmp_path)
+    assert rollups.lake_digest(tmp_path) == rollups.spec_digest()
+
+
+def test_a_broken_rollup_record_is_a_clear_error(tmp_path):
+    (tmp_path / rollups.SPEC_FILE).write_text("[1, 2")
+    with pytest.raises(Exception, match=r"_rollups.json: not a rollup record"):
+        rollups.lake_digest(tmp_path)
+
+
+def test_the_rollup_sql_is_the_projects_formulas(tmp_path):
+    """Rendered from macros/formulas.sql with dbt_project.yml's vars: the clamp and the buckets."""
+    sql = rollups.rollup_sql("gpu_samples")
+    assert "greatest(0.0, least(1.0, coalesce(cast(gr_engine_active as double), cast(gpu_util as double) / 100.0)))" in sql
+    assert "* 200) as smallint)" in sql  # util_histogram_buckets
+    assert "ln(1.05)" in rollups.rollup_sql("container_usage")  # vpa_histogram_ratio
