@@ -1,6 +1,6 @@
 """Hourly partial aggregates ("rollups") of the per-minute landing tables, kept in the lake.
 
-For every raw Parquet file of ``gpu_samples`` or ``container_usage`` the lake holds one rollup file
+For every raw Parquet file of ``gpu_samples``, ``container_usage`` or ``serving_requests`` the lake holds one rollup file
 of the same name under ``<lake>/<table>_hourly/cluster=<c>/day=<d>/``: one row per key and hour with
 counts, sums, minima, maxima and histograms that merge exactly over files (macros/rollups.sql). The
 lake writer writes it in the same atomic run as the raw file; the build reads only the rollups
@@ -52,6 +52,7 @@ class Rollup:
 ROLLUPS: dict[str, Rollup] = {
     "gpu_samples": Rollup("gpu_samples", "gpu_samples_hourly", "rollup_gpu_samples"),
     "container_usage": Rollup("container_usage", "container_usage_hourly", "rollup_container_usage"),
+    "serving_requests": Rollup("serving_requests", "serving_requests_hourly", "rollup_serving_requests"),
 }
 
 

@@ -258,16 +258,20 @@
 {% macro duckdb__type_string_map() -%}map(varchar, varchar){%- endmacro %}
 
 
-{% macro counter_increase(col, partition_by, order_by) -%}
-  {#- A counter sample's increase over the previous sample of its series, as Prometheus increase()
-      reads counters: v − prev, or v when v < prev (a reset); 0 for the first sample; null stays null. -#}
+{% macro counter_step(prev, cur) -%}
+  {#- A counter sample's increase over the sample before it, as Prometheus increase() reads counters:
+      cur − prev, or cur when cur < prev (a reset); 0 without a previous value; null stays null. -#}
   case
-    when {{ col }} is null then null
-    when lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }}) is null then 0
-    when {{ col }} >= lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }})
-      then {{ col }} - lag({{ col }}) over (partition by {{ partition_by }} order by {{ order_by }})
-    else {{ col }}
+    when {{ cur }} is null then null
+    when {{ prev }} is null then 0
+    when {{ cur }} >= {{ prev }} then {{ cur }} - {{ prev }}
+    else {{ cur }}
   end
+{%- endmacro %}
+
+{% macro counter_increase(col, partition_by, order_by) -%}
+  {#- counter_step over the previous sample of the series (0 for its first sample). -#}
+  {{ counter_step('lag(' ~ col ~ ') over (partition by ' ~ partition_by ~ ' order by ' ~ order_by ~ ')', col) }}
 {%- endmacro %}
 
 

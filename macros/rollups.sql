@@ -126,3 +126,42 @@ select
 from per_bucket
 group by cluster, hour, namespace, pod, container
 {%- endmacro %}
+
+
+{% macro rollup_serving_requests(relation) -%}
+{#- Per serving series (cluster, namespace, pod, model) and hour of the file: the samples, the first
+    and last sample's counter values, and the sum of the increases (counter_step) between the part's
+    consecutive samples. The increase into a part's first sample (from the sample before it: the
+    previous hour, or another file) is the model's (int_serving_counters_hourly), from the parts'
+    first and last values, so an hour's increase is exact however the series is split into files. -#}
+{%- set counters = ['requests', 'prompt_tokens', 'generation_tokens'] %}
+with s as (
+    {{ staging_select('serving_requests', relation) }}
+),
+
+r as (
+    select
+        cluster, date_trunc('hour', ts) as hour, namespace, pod, model, ts,
+        {%- for c in counters %}
+        {{ c }}_total as {{ c }}_v,
+        {{ counter_step('lag(' ~ c ~ '_total) over w', c ~ '_total') }} as {{ c }}_step,
+        {%- endfor %}
+        row_number() over w as rn,
+        count(*) over (partition by cluster, namespace, pod, model, date_trunc('hour', ts)) as n
+    from s
+    window w as (partition by cluster, namespace, pod, model, date_trunc('hour', ts) order by ts)
+)
+
+select
+    cluster, hour, namespace, pod, model,
+    count(*) as samples,
+    min(ts) as first_ts,
+    max(ts) as last_ts,
+    {%- for c in counters %}
+    max({{ c }}_v) filter (where rn = 1) as {{ c }}_first,
+    max({{ c }}_v) filter (where rn = n) as {{ c }}_last,
+    sum({{ c }}_step) filter (where rn > 1) as {{ c }}_inc{{ ',' if not loop.last }}
+    {%- endfor %}
+from r
+group by cluster, hour, namespace, pod, model
+{%- endmacro %}

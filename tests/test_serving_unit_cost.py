@@ -88,7 +88,7 @@ def test_counters_land_and_cost_per_request_comes_from_the_marts(served, fleet_c
     with PromClient(url) as client:
         summary = ingest_range(client, fleet_copy.home / "lake", "serving", cluster, t0, end)
     assert summary.counts.skipped_series == 0
-    res = CliRunner().invoke(app, ["--home", str(fleet_copy.home), "build", "--select", "stg_serving__requests+",
+    res = CliRunner().invoke(app, ["--home", str(fleet_copy.home), "build", "--select", "stg_serving__hourly+",
                                    "--no-summary"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     con = duckdb.connect(str(fleet_copy.warehouse), read_only=True)

@@ -1,25 +1,28 @@
 {{ config(materialized='table') }}
 -- Request and token increases per serving series (cluster, namespace, pod, model) and hour, from the
--- cumulative counters of stg_serving__requests, the way Prometheus increase() reads a counter: each
--- sample adds v − previous v, or v itself when the counter went down (a reset: the server restarted
--- from 0). The first sample of a series adds nothing (its baseline is unknown), and increases are
--- not extrapolated to the hour's edges; a sample's increase counts in the hour of the sample.
+-- cumulative counters, the way Prometheus increase() reads a counter: each sample adds v − previous v,
+-- or v itself when the counter went down (a reset: the server restarted from 0). The first sample of
+-- a series adds nothing (its baseline is unknown), and increases are not extrapolated to the hour's
+-- edges; a sample's increase counts in the hour of the sample.
+-- Read from the lake's hourly rollups (macros/rollups.sql): each part (raw file, series, hour) holds
+-- the increases between its own samples; the increase into its first sample is counter_step from
+-- the last value of the part before it in the series (by time), so the sum is the per-sample one.
 
-with samples as (
-    select * from {{ ref('stg_serving__requests') }}
+{%- set counters = ['requests', 'prompt_tokens', 'generation_tokens'] %}
+{%- set series = 'cluster, namespace, pod, model' %}
+
+with parts as (
+    select * from {{ ref('stg_serving__hourly') }}
 ),
 
-deltas as (
+joined as (
     select
-        cluster,
-        {{ dbt.date_trunc('hour', 'ts') }} as hour,
-        namespace,
-        pod,
-        model,
-        {%- for c in ['requests_total', 'prompt_tokens_total', 'generation_tokens_total'] %}
-        {{ counter_increase(c, 'cluster, namespace, pod, model', 'ts') }} as {{ c | replace('_total', '') }}{{ ',' if not loop.last }}
+        cluster, hour, namespace, pod, model, samples,
+        {%- for c in counters %}
+        {{ c }}_inc as {{ c }}_inc,
+        {{ counter_step('lag(' ~ c ~ '_last) over (partition by ' ~ series ~ ' order by first_ts)', c ~ '_first') }} as {{ c }}_into{{ ',' if not loop.last }}
         {%- endfor %}
-    from samples
+    from parts
 ),
 
 final as (
@@ -29,12 +32,14 @@ final as (
         namespace,
         pod,
         model,
-        sum(requests) as requests,
-        sum(prompt_tokens) as prompt_tokens,
-        sum(generation_tokens) as generation_tokens,
-        count(*) as samples
-    from deltas
-    group by 1, 2, 3, 4, 5
+        {%- for c in counters %}
+        -- null only when every sample's increase is null (sum() of the per-sample increases)
+        case when count({{ c }}_inc) + count({{ c }}_into) > 0
+             then coalesce(sum({{ c }}_inc), 0) + coalesce(sum({{ c }}_into), 0) end as {{ c }},
+        {%- endfor %}
+        cast(sum(samples) as bigint) as samples
+    from joined
+    group by cluster, hour, namespace, pod, model
 )
 
 select * from final
