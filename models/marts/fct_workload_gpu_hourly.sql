@@ -55,24 +55,28 @@ stats as (
 ),
 
 util_rows as (
-    select cluster, namespace, workload, hour, e.b as b, e.n as n
+    -- every device's histogram exploded once and summed per workload-hour and bucket; the merged
+    -- lists and the quantiles are both read off these rows
+    select cluster, namespace, workload, hour, e.b as b, cast(sum(e.n) as bigint) as n
     from (select cluster, namespace, workload, hour, {{ explode_list('util_hist') }} as e from devices) as u
+    group by cluster, namespace, workload, hour, e.b
 ),
 
 fb_rows as (
-    select cluster, namespace, workload, hour, e.b as b, e.n as n
+    select cluster, namespace, workload, hour, e.b as b, cast(sum(e.n) as bigint) as n
     from (select cluster, namespace, workload, hour, {{ explode_list('fb_hist') }} as e from devices) as f
+    group by cluster, namespace, workload, hour, e.b
 ),
 
 util_merged as (
     select cluster, namespace, workload, hour, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as util_hist
-    from (select cluster, namespace, workload, hour, b, sum(n) as n from util_rows group by all) as m
+    from util_rows
     group by cluster, namespace, workload, hour
 ),
 
 fb_merged as (
     select cluster, namespace, workload, hour, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as fb_hist
-    from (select cluster, namespace, workload, hour, b, sum(n) as n from fb_rows group by all) as m
+    from fb_rows
     group by cluster, namespace, workload, hour
 ),
 
