@@ -146,6 +146,7 @@ def compute(table: str, data: pa.Table, *, project_dir: Path = PROJECT_DIR) -> p
     con = duckdb.connect()
     try:
         con.execute("set threads to 1")  # a writer's batch is small; the writers run in parallel
+        con.execute("set enable_progress_bar = false")
         con.register(_BATCH, data)
         out = con.sql(rollup_sql(table, project_dir)).to_arrow_table()
     finally:
