@@ -5,7 +5,8 @@ Scales (DESIGN §6): ``small`` = 100 nodes × 8 GPUs × 30 days, ``large`` = 1,0
 every stage runs). Pick with ``BENCH_SCALES=small,large`` (default: small, large, extras, spark);
 ``BENCH_NODES`` / ``BENCH_DAYS`` override the fleet size of the scales picked, ``BENCH_K8S_INTERVAL`` (default 300;
 60 is the product default) the Kubernetes snapshot interval (its runs are labelled ``<scale>-k8s60``), ``BENCH_API_SECONDS``
-the API load's measured seconds per endpoint (default 20). Results go to
+the API load's measured seconds per endpoint (default 20), ``BENCH_SKIP`` stages to leave out (comma-separated:
+``recommender``, ``consolidation``, ``simulator``). Results go to
 ``bench/out/results.{json,md}``; nothing here asserts a time.
 """
 
@@ -158,14 +159,17 @@ def _api_load(scale: str, home: Path | None) -> list[StageResult]:
 def _extras() -> list[StageResult]:
     """Benchmarks that do not depend on a scale: PromQL vs warehouse, openb consolidation."""
     out = []
+    skip = set(filter(None, os.environ.get("BENCH_SKIP", "").split(",")))
     code_prom = "import json; from dataclasses import asdict; from bench.promql_vs_warehouse import main; f=main(); print(json.dumps(asdict(f), default=str))"
     out.append(run_stage("PromQL vs warehouse", "200 GPUs × 7 d", [sys.executable, "-c", code_prom],
                          detail="see bench/out/promql_vs_warehouse.md"))
     code_cons = "import json; from bench.consolidation_openb import main; r=main(); print(json.dumps(r, default=str)); open('bench/out/consolidation_openb.json','w').write(json.dumps(r, default=str, indent=2))"
-    out.append(run_stage("consolidation, openb 1,213 nodes", "openb", [sys.executable, "-c", code_cons],
-                         detail="see bench/out/consolidation_openb.json"))
-    out.append(run_stage("simulator fidelity, openb 3 traces × 6 policies × 10 seeds", "openb",
-                         [sys.executable, "-m", "bench.simulator_openb"], detail="see bench/out/simulator_openb.md"))
+    if "consolidation" not in skip:
+        out.append(run_stage("consolidation, openb 1,213 nodes", "openb", [sys.executable, "-c", code_cons],
+                             detail="see bench/out/consolidation_openb.json"))
+    if "simulator" not in skip:
+        out.append(run_stage("simulator fidelity, openb 3 traces × 6 policies × 10 seeds", "openb",
+                             [sys.executable, "-m", "bench.simulator_openb"], detail="see bench/out/simulator_openb.md"))
     out += _api_load("mini test warehouse", None)
     return out
 

@@ -120,6 +120,11 @@ class Settings(BaseSettings):
     # rebuilt window; `all` adds every generic test (unique, not-null, ranges, accepted values).
     # `build --full` and `build --all-tests` (the nightly CronJob) always run all of them.
     hourly_tests: Literal["invariants", "all"] = "invariants"
+    # DuckDB's memory_limit for dbt (beyond it DuckDB spills to disk): a full build, and an incremental
+    # (hourly) one, which rebuilds a window and so needs far less. The env var
+    # GPUFINOPS_DUCKDB_MEMORY_LIMIT, when set, overrides both.
+    build_memory_limit: str = "6GB"
+    hourly_memory_limit: str = "1536MB"
     limits: LimitSettings = Field(default_factory=LimitSettings)
     currency: CurrencySettings = Field(default_factory=CurrencySettings)
     # Which engine `gpufinops build` runs dbt on (docs/spark.md): duckdb (the warehouse file) or spark

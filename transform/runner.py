@@ -343,7 +343,10 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
         *(["--target", dbt_target] if dbt_target else []),
     ]
     env = {"GPUFINOPS_WAREHOUSE": str(warehouse), "DBT_LOG_PATH": str(work / "logs"),
-           "DBT_SEND_ANONYMOUS_USAGE_STATS": "false", **(extra_env or {})}
+           "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+           "GPUFINOPS_DUCKDB_MEMORY_LIMIT": os.environ.get("GPUFINOPS_DUCKDB_MEMORY_LIMIT") or (
+               settings.build_memory_limit if full_refresh or select else settings.hourly_memory_limit),
+           **(extra_env or {})}
     started = time.monotonic()
     with _environment(env):
         args = ["build", *common, "--quiet"]
