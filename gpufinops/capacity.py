@@ -221,13 +221,23 @@ def pool_lower_bound(demand: Sequence[float], shape: Sequence[float]) -> int:
 
 def device_lower_bound(whole: float, shares: Sequence[float]) -> int:
     """Fewest GPU devices that hold ``whole`` whole GPUs and the fractional ``shares`` (each on one
-    device): whole + one device per share above ½ (no two fit together) + what the shares of at
-    most ½ need beyond the room the big ones leave (Martello–Toth's L2 bound at ½)."""
-    big = [s for s in shares if s > 0.5 + EPS]
-    small = sum(s for s in shares if s <= 0.5 + EPS)
-    room = sum(1.0 - s for s in big)
-    extra = max(0.0, small - room)
-    return int(math.ceil(whole - EPS)) + len(big) + (int(math.ceil(extra - EPS)) if extra > EPS else 0)
+    device): whole + the largest over α of :func:`_shares_bound_at` (Martello–Toth's L2 bound;
+    α = 0 is one device per share above ½ plus what the rest need beyond the room those leave)."""
+    s = np.asarray(list(shares), dtype=float)
+    alphas = np.unique(np.concatenate(([0.0], s[s <= 0.5 + EPS])))
+    return int(math.ceil(whole - EPS)) + max(_shares_bound_at(s, float(a)) for a in alphas)
+
+
+def _shares_bound_at(s: np.ndarray, alpha: float) -> int:
+    """Devices the shares ``s`` need, counted at a threshold ``alpha`` ≤ ½: a share above 1 − α
+    has a device of its own that no share of at least α can join; a share in (½, 1 − α] has a
+    device of its own with 1 − s left; the shares in [α, ½] need what exceeds that room (shares
+    below α are left out, which only lowers the count)."""
+    alone = s > 1.0 - alpha + 2 * EPS  # with any share of at least α, above one device (the fit tolerance is EPS)
+    big = (s > 0.5 + EPS) & ~alone
+    small = (s >= alpha - EPS) & (s <= 0.5 + EPS)
+    extra = float(s[small].sum() - (1.0 - s[big]).sum())
+    return int(alone.sum() + big.sum()) + (int(math.ceil(extra - EPS)) if extra > EPS else 0)
 
 
 def mixed_pool_lower_bound(capacities: np.ndarray, demand: Sequence[float]) -> int:

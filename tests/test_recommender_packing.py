@@ -296,3 +296,46 @@ def test_the_lower_bound_counts_devices_and_mixed_node_sizes():
     caps = np.array([[8, 96, 1], [2, 96, 1], [2, 96, 1], [2, 96, 1]], dtype=float)
     assert mixed_pool_lower_bound(caps, (11, 10, 0)) == 3
     assert mixed_pool_lower_bound(caps, (15, 10, 0)) == -1
+
+
+def test_the_device_bound_keeps_small_shares_out_of_the_slivers_big_ones_leave():
+    from gpufinops.capacity import device_lower_bound
+
+    # 0.81 leaves 0.19 on its device: a 0.3 share cannot join either big one (the α = ½ count said 2)
+    assert device_lower_bound(0, [0.81, 0.81, 0.3]) == 3
+    # ...but a 0.19 share can: two devices hold 0.81 + 0.19 and 0.81 + 0.19
+    assert device_lower_bound(0, [0.81, 0.81, 0.19, 0.19]) == 2
+    # shares in (½, 1 − α] still leave their room to the shares of at least α
+    assert device_lower_bound(1, [0.6, 0.6, 0.4, 0.4, 0.3]) == 1 + 3
+
+
+def _min_devices(shares: list[float]) -> int:
+    """Exact bin packing of a few shares into unit devices (every set partition, by recursion)."""
+    best = len(shares)
+
+    def go(k: int, loads: list[float]) -> None:
+        nonlocal best
+        if len(loads) >= best:
+            return
+        if k == len(shares):
+            best = len(loads)
+            return
+        for g in range(len(loads)):
+            if loads[g] + shares[k] <= 1.0 + 1e-9:
+                loads[g] += shares[k]
+                go(k + 1, loads)
+                loads[g] -= shares[k]
+        go(k + 1, [*loads, shares[k]])
+
+    go(0, [])
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.05, 0.16, 0.19, 0.25, 0.3, 0.32, 0.47, 0.5, 0.55, 0.59, 0.65, 0.81, 0.95]),
+                min_size=1, max_size=7), st.integers(0, 3))
+def test_the_device_bound_never_exceeds_an_exact_packing(shares: list[float], whole: int) -> None:
+    from gpufinops.capacity import device_lower_bound
+
+    exact = whole + _min_devices(sorted(shares, reverse=True))
+    assert math.ceil(whole + sum(shares) - 1e-9) <= device_lower_bound(whole, shares) <= exact
