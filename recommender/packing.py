@@ -149,8 +149,8 @@ def lower_bound(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement]) -> int
       (:func:`gpufinops.capacity.pool_lower_bound`), and
     - per-device fit on a mixed pool (:func:`gpufinops.capacity.device_lower_bound`,
       :func:`gpufinops.capacity.mixed_pool_lower_bound`): the devices the whole and fractional
-      GPUs need (two shares above ½ never share a device), then the fewest nodes whose largest
-      capacities cover that and the CPU and memory.
+      GPUs need (Martello–Toth's L2 over every threshold and the pattern LP of the shares), then
+      the fewest nodes whose largest capacities cover that and the CPU and memory.
     """
     work = [p for p in pods if not p.is_daemonset]
     if not work or not nodes:
@@ -165,7 +165,7 @@ def lower_bound(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement]) -> int
         whole = sum(p.whole_gpus for p in work)
         shares = [p.gpu_fraction if p.gpu_fraction > 0 else p.gpu_equiv for p in work
                   if p.whole_gpus == 0 and (p.gpu_fraction > 0 or p.gpu_equiv > 0)]
-        devices = device_lower_bound(whole, shares)
+        devices = device_lower_bound(whole, shares, pattern_lp=True)
         caps = np.array([[n.gpu_count, n.allocatable.get("cpu", 0.0), n.allocatable.get("memory", 0.0)]
                          for n in nodes], dtype=float)
         tight = mixed_pool_lower_bound(caps, (devices, cpu, mem))
@@ -805,13 +805,14 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
         if not any(not st.ds[j] for j in st.pods_on[i]):
             st.open[i] = False
     start = _snapshot(st)
+    bound = lower_bound(nodes, pods)
 
     def verified(solver: str) -> PackingPlan | None:
-        plan = _plan_of(st, nodes, pods, solver)
+        plan = _plan_of(st, nodes, pods, solver, bound)
         return None if check_plan(nodes, pods, plan, settings, pdb_allowed) else plan
 
     _drain_ffd(st)
-    drain = (_snapshot(st), _plan_of(st, nodes, pods, "ffd"))
+    drain = (_snapshot(st), _plan_of(st, nodes, pods, "ffd", bound))
     repack, repack_after = None, -1
     for order_by, among, home_first in _repack_variants(st, settings):
         _restore(st, _copy(start))
@@ -846,7 +847,7 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
         if plan is not None and _rank(plan, cap) <= _rank(best_plan, cap):
             best_plan = plan
     if check_plan(nodes, pods, best_plan, settings, pdb_allowed):
-        best_plan = _plan_of(_State(nodes, pods, settings, pdb_allowed), nodes, pods, "none")
+        best_plan = _plan_of(_State(nodes, pods, settings, pdb_allowed), nodes, pods, "none", bound)
     best_plan.stats = {
         "start_s": round(t_start, 3), "search_s": round(t_search, 3), "total_s": round(time.perf_counter() - t0, 3),
         "search_closed": closed, "cp_sat_rounds": rounds, "cp_sat_improvements": improved,
@@ -910,7 +911,7 @@ def _copy(snap: tuple) -> tuple:
             [set(x) for x in pods_on])
 
 
-def _plan_of(st: _State, nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], solver: str) -> PackingPlan:
+def _plan_of(st: _State, nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], solver: str, bound: int) -> PackingPlan:
     if solver == "none":
         for i in range(len(st.nodes)):
             st.open[i] = any(not st.ds[j] for j in st.pods_on[i])
@@ -920,7 +921,7 @@ def _plan_of(st: _State, nodes: Sequence[NodeShape], pods: Sequence[PodPlacement
     return PackingPlan(
         cluster=nodes[0].cluster if nodes else "", node_pool=nodes[0].node_pool if nodes else "",
         nodes_before=len(nodes), nodes_after=len(nodes) - len(freed), freed_nodes=freed, moves=moves,
-        lower_bound=lower_bound(nodes, pods), hourly_savings_usd=float(st.price[~st.open].sum()),
+        lower_bound=bound, hourly_savings_usd=float(st.price[~st.open].sum()),
         solver=solver, unmovable_pods=int((~st.movable & ~st.ds).sum()),
         assignment={p.key: st.nodes[st.assign[j]].name for j, p in enumerate(st.pods)},
     )

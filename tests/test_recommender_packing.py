@@ -332,10 +332,22 @@ def _min_devices(shares: list[float]) -> int:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from([0.05, 0.16, 0.19, 0.25, 0.3, 0.32, 0.47, 0.5, 0.55, 0.59, 0.65, 0.81, 0.95]),
+@given(st.lists(st.sampled_from([0.05, 0.16, 0.19, 0.25, 0.3, 0.32, 0.34, 0.4, 0.47, 0.5, 0.55, 0.59, 0.65, 0.81, 0.95]),
                 min_size=1, max_size=7), st.integers(0, 3))
 def test_the_device_bound_never_exceeds_an_exact_packing(shares: list[float], whole: int) -> None:
     from gpufinops.capacity import device_lower_bound
 
     exact = whole + _min_devices(sorted(shares, reverse=True))
-    assert math.ceil(whole + sum(shares) - 1e-9) <= device_lower_bound(whole, shares) <= exact
+    l2 = device_lower_bound(whole, shares)
+    assert math.ceil(whole + sum(shares) - 1e-9) <= l2 <= device_lower_bound(whole, shares, pattern_lp=True) <= exact
+
+
+def test_the_pattern_lp_counts_what_no_threshold_sees():
+    from gpufinops.capacity import device_lower_bound, pattern_lp_bound
+
+    # five 0.4 shares: at most two per device, so 2.5 → 3 devices; the volume (and L2) say 2
+    assert device_lower_bound(0, [0.4] * 5) == 2
+    assert pattern_lp_bound([0.4] * 5) == 3 == device_lower_bound(0, [0.4] * 5, pattern_lp=True)
+    # 0.81 and 0.19 pair exactly: the LP finds the perfect packing's count, no more
+    assert pattern_lp_bound([0.81] * 4 + [0.19] * 4) == 4
+    assert pattern_lp_bound([]) == 0
