@@ -818,7 +818,7 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
         _restore(st, _copy(start))
         if not _repack(st, order_by, among, home_first):
             continue
-        _return_home(st)
+        _fewer_evictions(st)
         plan = verified("repack")
         if plan is None:
             continue
@@ -832,7 +832,7 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
     for snap, plan in [drain] + ([repack] if repack is not None else []):
         _restore(st, _copy(snap))
         n_closed = _empty_nodes(st, settings, cap) if settings.search_time_s > 0 else 0
-        _return_home(st)
+        _fewer_evictions(st)
         searched = verified(plan.solver + "+search") if n_closed else None
         for cand, k in ((plan, 0), (searched, n_closed)):
             if cand is not None and _rank(cand, cap) < _rank(best_plan, cap):
@@ -867,6 +867,42 @@ def _return_home(st: _State) -> int:
         back += len(home)
         if not home:
             return back
+
+
+def _fewer_evictions(st: _State) -> None:
+    """:func:`_return_home` and :func:`_swap_home` in turn until neither changes anything."""
+    while _return_home(st) + _swap_home(st):
+        pass
+
+
+def _swap_home(st: _State) -> int:
+    """A pod away from its (open) home trades places with a guest of that home (a pod not on its
+    own node): one eviction fewer, two when the guest lands on its own home. Returns the swaps."""
+    swaps = 0
+    away = [j for j in range(len(st.pods)) if st.assign[j] != st.orig[j] and st.open[st.orig[j]] and st.pdb_of[j] is None]
+    for j in sorted(away, key=lambda j: -_size_key(st, j)):
+        home, here = int(st.orig[j]), int(st.assign[j])
+        guests = [k for k in st.pods_on[home] if st.assign[k] != st.orig[k] and st.movable[k] and st.pdb_of[k] is None
+                  and st.compat[k, here] and (st.target_ok[here] or here == st.orig[k])]
+        swaps += any(_swap(st, j, k) for k in guests)
+    return swaps
+
+
+def _swap(st: _State, j: int, k: int) -> bool:
+    """Pods ``j`` and ``k`` trade nodes when both fit so; otherwise nothing changes."""
+    a, b = int(st.assign[j]), int(st.assign[k])
+    devs_j, devs_k = list(st.devs[j]), list(st.devs[k])
+    st._remove(j)
+    st._remove(k)
+    if st.fits(j, b):
+        st._place(j, b)
+        if st.fits(k, a):
+            st._place(k, a)
+            return True
+        st._remove(j)
+    st._place(j, a, devs=devs_j)
+    st._place(k, b, devs=devs_k)
+    return False
 
 
 def _go_home(st: _State, j: int) -> bool:
