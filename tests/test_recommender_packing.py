@@ -32,7 +32,8 @@ def pod(name: str, on: str, cpu: float, mem: float = GIB, gpus: int = 0, tier: s
                         owner_kind=owner, owner_name=name, **kw)  # type: ignore[arg-type]
 
 
-FFD_ONLY = PackingSettings(use_cp_sat=False, use_repack=False)
+FFD_ONLY = PackingSettings(use_cp_sat=False, use_repack=False, search_time_s=0)
+SEARCH_ONLY = PackingSettings(use_cp_sat=False, use_repack=False)
 CP = PackingSettings(time_limit_s=5, use_repack=False)
 
 
@@ -58,6 +59,49 @@ def test_repack_frees_what_drain_ffd_cannot_and_keeps_pods_home() -> None:
     assert plan.nodes_after == 2 == plan.lower_bound and plan.solver == "repack"
     assert not check_plan(nodes, pods, plan) and len(plan.moves) <= 3
     assert plan.stats["ffd_nodes_after"] == 3 and plan.stats["repack_nodes_after"] == 2
+
+
+def _blocked_pool() -> tuple[list[NodeShape], list[PodPlacement]]:
+    """n0's whole-GPU pod finds no idle device: n1 and n2 each have one device whole-used by an
+    unmovable pod and one shared (0.3 on n1, 0.6 on n2); n1 and n2 cannot drain."""
+    nodes = [node(f"n{i}", gpus=2, model="T4") for i in range(3)]
+    pods = [pod("j", "n0", 1, gpus=1),
+            pod("w1", "n1", 1, gpus=1, do_not_disrupt=True), pod("k", "n1", 1, frac=0.3),
+            pod("w2", "n2", 1, gpus=1, do_not_disrupt=True), pod("s", "n2", 1, frac=0.6, do_not_disrupt=True)]
+    return nodes, pods
+
+
+def test_the_search_frees_a_node_by_ejecting_a_share_that_blocks_a_device() -> None:
+    nodes, pods = _blocked_pool()
+    assert pack_pool(nodes, pods, FFD_ONLY).freed_nodes == []
+    plan = pack_pool(nodes, pods, SEARCH_ONLY)
+    # k (0.3) joins s on n2's shared device, so n1's device is idle for j: n0 is freed
+    assert plan.freed_nodes == ["n0"] and plan.stats["search_closed"] == 1 and plan.solver == "ffd+search"
+    assert {(m.pod, m.to_node) for m in plan.moves} == {("j", "n1"), ("k", "n2")}
+    assert check_plan(nodes, pods, plan) == []
+
+
+def test_the_search_keeps_within_the_eviction_cap() -> None:
+    nodes, pods = _blocked_pool()
+    # freeing n0 costs two evictions: a cap of 1.5 per node freed leaves the pool as it is
+    plan = pack_pool(nodes, pods, SEARCH_ONLY, max_evictions_per_node_freed=1.5)
+    assert plan.freed_nodes == [] and plan.moves == []
+    assert pack_pool(nodes, pods, SEARCH_ONLY, max_evictions_per_node_freed=2).freed_nodes == ["n0"]
+
+
+def test_pods_swap_back_home() -> None:
+    from recommender.packing import _State, _swap_home
+
+    # a and b filled each other's node: neither fits home alone, the swap puts both back
+    nodes = [node("n0", cpu=4), node("n1", cpu=4)]
+    pods = [pod("a", "n0", 3), pod("b", "n1", 3)]
+    s = _State(nodes, pods, PackingSettings(), {})
+    for j in (0, 1):
+        s._remove(j)
+    s._place(0, 1)
+    s._place(1, 0)
+    assert _swap_home(s) == 1 and list(s.assign) == list(s.orig)
+    assert s.used[:, s.dims.index("cpu")].tolist() == [3, 3]
 
 
 def test_neighbourhood_search_on_a_pool_larger_than_one_neighbourhood() -> None:
@@ -351,3 +395,16 @@ def test_the_pattern_lp_counts_what_no_threshold_sees():
     # 0.81 and 0.19 pair exactly: the LP finds the perfect packing's count, no more
     assert pattern_lp_bound([0.81] * 4 + [0.19] * 4) == 4
     assert pattern_lp_bound([]) == 0
+
+
+def test_plan_snapshot_passes_the_recommenders_eviction_cap() -> None:
+    from datetime import UTC, datetime
+
+    from recommender.model import ClusterSnapshot
+    from recommender.strategies.consolidate import ConsolidateSettings, plan_snapshot
+
+    nodes, pods = _blocked_pool()
+    snap = ClusterSnapshot("c1", datetime(2026, 1, 1, tzinfo=UTC), tuple(nodes), tuple(pods))
+    assert [p.freed_nodes for p in plan_snapshot(snap, SEARCH_ONLY)] == [["n0"]]
+    assert [p.freed_nodes for p in plan_snapshot(snap, SEARCH_ONLY, 1.0)] == [[]]
+    assert ConsolidateSettings().max_evictions_per_node_freed == 20.0  # the bench's cap
