@@ -53,7 +53,7 @@ class PackingSettings(BaseModel):
     use_repack: bool = Field(default=True, description="also try a best-fit repack of the whole pool as the start")
     allow_serving_moves: bool = False
     movable_tiers: list[str] = Field(default_factory=lambda: ["training", "batch", "interactive", "serving"])
-    search_time_s: float = Field(default=5.0, ge=0, description="budget per node pool of the node-emptying local search")
+    search_time_s: float = Field(default=2.0, ge=0, description="budget per node pool of the node-emptying local search")
     ejection_tries: int = Field(default=40, ge=0, description="pods tried for one ejection when a pod fits nowhere")
     ejection_depth: int = Field(default=2, ge=1, description="links of an ejection chain (an ejected pod may eject one more)")
     neighbourhood_nodes: int = Field(default=24, ge=2, description="nodes per CP-SAT neighbourhood")
