@@ -1,6 +1,6 @@
 """The one capacity module: FGD fragmentation and the bin-packing lower bound (DESIGN §3).
 
-Pure numpy, no side effects on import: the capacity mart (a dbt Python model), the recommender's
+Pure numpy (the pattern-LP bound imports OR-Tools' GLOP when called), no side effects on import: the capacity mart (a dbt Python model), the recommender's
 packer and fragmentation view, and the placement simulator all call it, so the product's
 fragmentation is the one the simulator validates against the FGD authors' results.
 
@@ -236,7 +236,7 @@ def device_lower_bound(whole: float, shares: Sequence[float], *, pattern_lp: boo
 _MILLI = 1000  # device capacity in the pattern LP's integer units
 
 
-def pattern_lp_bound(shares: Sequence[float], max_rounds: int = 300) -> int:
+def pattern_lp_bound(shares: Sequence[float] | np.ndarray, max_rounds: int = 300) -> int:
     """Devices the fractional ``shares`` need, from the Gilmore–Gomory pattern LP (a pattern =
     shares that fit on one device together; minimise devices so that every share is covered),
     solved by column generation with OR-Tools' GLOP. Valid after any number of rounds: with

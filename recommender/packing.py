@@ -1,13 +1,22 @@
 """Consolidation packer: repack the movable pods of one node pool onto fewer nodes.
 
-Plan only (pure; nothing is applied here). Two stages:
+Plan only (pure; nothing is applied here). Stages:
 
 1. **Drain-FFD**: nodes are drained cheapest-to-drain first; each drained node's movable pods are
    placed largest-first onto the first node (fullest first) where every resource fits. A node
    whose pods do not all fit is left as it was.
-2. **CP-SAT improvement** (large-neighbourhood search, OR-Tools): a neighbourhood of nodes is
+2. **Best-fit repacks** of the whole pool and of its emptiest 1/8 … 7/8 (the other nodes keep
+   their pods and take others into their room), pods home first; then pods go back home where
+   they fit, or swap home with a guest there (fewer evictions, same nodes).
+3. **Node-emptying search** from drain-FFD and from the best repack: nodes are closed one at a
+   time, each pod to its best fit, or by an ejection chain (a pod moved off a node to make exactly
+   the room and devices needed, itself by one more ejection); undone when a node cannot be emptied.
+4. **CP-SAT improvement** (large-neighbourhood search, OR-Tools): a neighbourhood of nodes is
    re-solved exactly — minimise the price of open nodes, then the number of evictions — hinted
    with the current plan, until the time limit. Small pools are one neighbourhood (the whole pool).
+
+The best plan wins: within the eviction cap (``max_evictions_per_node_freed``; a plan over it is
+not proposed) first, then fewer nodes, then fewer evictions.
 
 Constraints everywhere: the allocatable capacity of every resource the pods request, device-level
 GPU fit (whole GPUs need free devices; fractional pods need room on one device), the GPU model,
@@ -22,7 +31,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -813,30 +822,9 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
 
     _drain_ffd(st)
     drain = (_snapshot(st), _plan_of(st, nodes, pods, "ffd", bound))
-    repack, repack_after = None, -1
-    for order_by, among, home_first in _repack_variants(st, settings):
-        _restore(st, _copy(start))
-        if not _repack(st, order_by, among, home_first):
-            continue
-        _fewer_evictions(st)
-        plan = verified("repack")
-        if plan is None:
-            continue
-        repack_after = plan.nodes_after if repack_after < 0 else min(repack_after, plan.nodes_after)
-        if repack is None or _rank(plan, cap) < _rank(repack[1], cap):
-            repack = (_snapshot(st), plan)
+    repack, repack_after = _best_repack(st, start, settings, cap, verified)
     t_start = time.perf_counter() - t0
-    # the node-emptying search from drain-FFD and from the best repack; the best result goes on
-    best, best_plan = drain
-    closed = 0
-    for snap, plan in [drain] + ([repack] if repack is not None else []):
-        _restore(st, _copy(snap))
-        n_closed = _empty_nodes(st, settings, cap) if settings.search_time_s > 0 else 0
-        _fewer_evictions(st)
-        searched = verified(plan.solver + "+search") if n_closed else None
-        for cand, k in ((plan, 0), (searched, n_closed)):
-            if cand is not None and _rank(cand, cap) < _rank(best_plan, cap):
-                best, best_plan, closed = (_snapshot(st) if cand is searched else snap), cand, k
+    best, best_plan, closed = _best_searched(st, [drain] + ([repack] if repack else []), settings, cap, verified)
     _restore(st, _copy(best))
     t_search = time.perf_counter() - t0 - t_start
     rounds = improved = 0
@@ -855,6 +843,47 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
         "repack_nodes_after": repack_after,
     }
     return best_plan
+
+
+_Start = tuple[tuple, PackingPlan]  # a state snapshot and its plan
+
+
+def _best_repack(st: _State, start: tuple, settings: PackingSettings, cap: float,
+                 verified: Callable[[str], PackingPlan | None]) -> tuple[_Start | None, int]:
+    """The best verified repack of :func:`_repack_variants` from ``start`` (pods then sent home),
+    and the fewest nodes any repack reached (-1: none succeeded)."""
+    best: _Start | None = None
+    fewest = -1
+    for order_by, among, home_first in _repack_variants(st, settings):
+        _restore(st, _copy(start))
+        if not _repack(st, order_by, among, home_first):
+            continue
+        _fewer_evictions(st)
+        plan = verified("repack")
+        if plan is None:
+            continue
+        fewest = plan.nodes_after if fewest < 0 else min(fewest, plan.nodes_after)
+        if best is None or _rank(plan, cap) < _rank(best[1], cap):
+            best = (_snapshot(st), plan)
+    return best, fewest
+
+
+def _best_searched(st: _State, starts: list[_Start], settings: PackingSettings, cap: float,
+                   verified: Callable[[str], PackingPlan | None]) -> tuple[tuple, PackingPlan, int]:
+    """The best of the ``starts`` (the first is the default) and of the node-emptying search from
+    each of them: (snapshot, plan, nodes the search closed for it)."""
+    best, best_plan = starts[0]
+    closed = 0
+    for snap, plan in starts:
+        _restore(st, _copy(snap))
+        n_closed = _empty_nodes(st, settings, cap) if settings.search_time_s > 0 else 0
+        _fewer_evictions(st)
+        searched = verified(plan.solver + "+search") if n_closed else None
+        if _rank(plan, cap) < _rank(best_plan, cap):
+            best, best_plan, closed = snap, plan, 0
+        if searched is not None and _rank(searched, cap) < _rank(best_plan, cap):
+            best, best_plan, closed = _snapshot(st), searched, n_closed
+    return best, best_plan, closed
 
 
 def _return_home(st: _State) -> int:
