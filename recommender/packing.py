@@ -62,7 +62,7 @@ class PackingSettings(BaseModel):
     use_repack: bool = Field(default=True, description="also try a best-fit repack of the whole pool as the start")
     allow_serving_moves: bool = False
     movable_tiers: list[str] = Field(default_factory=lambda: ["training", "batch", "interactive", "serving"])
-    search_time_s: float = Field(default=2.0, ge=0, description="budget per node pool of the node-emptying local search")
+    search_time_s: float = Field(default=2.0, ge=0, description="budget per node pool of the node-emptying search (all its starts)")
     ejection_tries: int = Field(default=40, ge=0, description="pods tried for one ejection when a pod fits nowhere")
     ejection_depth: int = Field(default=2, ge=1, description="links of an ejection chain (an ejected pod may eject one more)")
     neighbourhood_nodes: int = Field(default=24, ge=2, description="nodes per CP-SAT neighbourhood")
@@ -386,7 +386,7 @@ def _drain_ffd(st: _State) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# stage 1c: empty nodes one at a time, making room by ejecting one pod (local search)
+# stage 3: empty nodes one at a time, making room by ejection chains (local search)
 
 _Log = list[tuple[int, int, list[int]]]  # (pod, node it was on, its devices there): the undo log
 
@@ -490,11 +490,10 @@ def _try_empty(st: _State, c: int, max_evictions: float, tries: int, depth: int)
     return False
 
 
-def _empty_nodes(st: _State, settings: PackingSettings, max_evictions: float) -> int:
-    """Stage 1c: passes over the open drainable nodes (fewest pods, emptiest first), closing each
-    that :func:`_try_empty` can, until a pass closes none or the search time is up. Returns the
-    number of nodes closed."""
-    deadline = time.monotonic() + settings.search_time_s
+def _empty_nodes(st: _State, settings: PackingSettings, max_evictions: float, deadline: float) -> int:
+    """Stage 3: passes over the open drainable nodes (fewest pods, emptiest first), closing each
+    that :func:`_try_empty` can, until a pass closes none or the ``deadline`` (monotonic clock)
+    passes. Returns the number of nodes closed."""
     closed = 0
     progress = True
     while progress:
@@ -511,7 +510,7 @@ def _empty_nodes(st: _State, settings: PackingSettings, max_evictions: float) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# stage 1b: repack from scratch (best-fit decreasing), then keep pods where they are
+# stage 2: best-fit repacks (the whole pool or its emptiest part), then pods back home
 
 
 def _repack(st: _State, order_by: str = "gpu", among: set[int] | None = None, home_first: bool = False) -> bool:
@@ -625,7 +624,7 @@ def _relabel(st: _State, order: list[int], fixed: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# stage 2: CP-SAT large-neighbourhood search
+# stage 4: CP-SAT large-neighbourhood search
 
 
 def _scale(dim: str) -> float:
@@ -871,12 +870,13 @@ def _best_repack(st: _State, start: tuple, settings: PackingSettings, cap: float
 def _best_searched(st: _State, starts: list[_Start], settings: PackingSettings, cap: float,
                    verified: Callable[[str], PackingPlan | None]) -> tuple[tuple, PackingPlan, int]:
     """The best of the ``starts`` (the first is the default) and of the node-emptying search from
-    each of them: (snapshot, plan, nodes the search closed for it)."""
+    each of them, all within ``search_time_s``: (snapshot, plan, nodes the search closed for it)."""
     best, best_plan = starts[0]
     closed = 0
+    deadline = time.monotonic() + settings.search_time_s
     for snap, plan in starts:
         _restore(st, _copy(snap))
-        n_closed = _empty_nodes(st, settings, cap) if settings.search_time_s > 0 else 0
+        n_closed = _empty_nodes(st, settings, cap, deadline) if time.monotonic() < deadline else 0
         _fewer_evictions(st)
         searched = verified(plan.solver + "+search") if n_closed else None
         if _rank(plan, cap) < _rank(best_plan, cap):
