@@ -408,3 +408,55 @@ def test_plan_snapshot_passes_the_recommenders_eviction_cap() -> None:
     assert [p.freed_nodes for p in plan_snapshot(snap, SEARCH_ONLY)] == [["n0"]]
     assert [p.freed_nodes for p in plan_snapshot(snap, SEARCH_ONLY, 1.0)] == [[]]
     assert ConsolidateSettings().max_evictions_per_node_freed == 20.0  # the bench's cap
+
+
+@st.composite
+def gpu_pools(draw: st.DrawFn) -> tuple[list[NodeShape], list[PodPlacement]]:
+    """GPU nodes of one model with whole and shared GPUs placed device by device, a few pods
+    pinned (do-not-disrupt): the cases where pods block devices and ejections help."""
+    nodes = [node(f"n{i}", cpu=8, gpus=draw(st.sampled_from([2, 4])), model="T4") for i in range(draw(st.integers(3, 6)))]
+    pods: list[PodPlacement] = []
+    for n in nodes:
+        dev, cpu = [1.0] * n.gpu_count, 0.0
+        for j in range(draw(st.integers(1, 5))):
+            c, share = draw(st.sampled_from([1, 2, 3])), draw(st.sampled_from([1.0, 0.3, 0.5, 0.6, 0.81]))
+            fits = [g for g, f in enumerate(dev) if f >= share - 1e-9]
+            if not fits or cpu + c > 8:
+                continue
+            g = min(fits, key=lambda g: dev[g])
+            dev[g] -= share
+            cpu += c
+            pinned = draw(st.integers(0, 4)) == 0
+            pods.append(pod(f"{n.name}p{j}", n.name, c, gpus=1 if share == 1.0 else 0, frac=0.0 if share == 1.0 else share,
+                            do_not_disrupt=pinned))
+    return nodes, pods
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gpu_pools(), st.booleans())
+def test_the_search_and_the_swaps_keep_the_state_exact(pool: tuple, repack_first: bool) -> None:
+    import time
+
+    import numpy as np
+
+    from recommender.packing import _drain_ffd, _empty_nodes, _fewer_evictions, _plan_of, _repack, _State
+
+    nodes, pods = pool
+    cfg = PackingSettings(ejection_tries=6)
+    s = _State(nodes, pods, cfg, {})
+    if not (repack_first and _repack(s, "gpu")):
+        _drain_ffd(s)
+    _empty_nodes(s, cfg, 20, time.monotonic() + 5)
+    _fewer_evictions(s)
+    # the incremental bookkeeping equals a recount from the assignment
+    used = np.zeros_like(s.cap)
+    free = np.where(s.dev_free >= -0.5, 1.0, -1.0)
+    for j in range(len(pods)):
+        assert j in s.pods_on[s.assign[j]] and s.open[s.assign[j]]
+        used[s.assign[j]] += s.req[j]
+        for g in s.devs[j]:
+            free[s.assign[j], g] -= 1.0 if s.whole[j] > 0 else s.frac[j]
+    assert np.allclose(used, s.used) and np.allclose(free, s.dev_free)
+    assert sum(len(x) for x in s.pods_on) == len(pods)
+    plan = _plan_of(s, nodes, pods, "search", 0)
+    assert check_plan(nodes, pods, plan, cfg, {}) == []
