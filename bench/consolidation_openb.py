@@ -26,7 +26,7 @@ import numpy as np
 
 from recommender.model import ClusterSnapshot, NodeShape, PodPlacement
 from recommender.packing import PackingSettings
-from recommender.strategies.consolidate import plan_snapshot
+from recommender.strategies.consolidate import ConsolidateSettings, plan_snapshot
 
 __all__ = ["main", "load_openb", "spread_place", "recommender_runtime"]
 
@@ -110,7 +110,8 @@ def main(time_limit_s: float = 20.0, pin_serving: bool = False, data_dir: Path =
     snap = ClusterSnapshot("openb", datetime(2023, 1, 1, tzinfo=UTC), tuple(nodes), tuple(pods))
     settings = PackingSettings(time_limit_s=time_limit_s, allow_serving_moves=not pin_serving)
     t1 = time.perf_counter()
-    plans = plan_snapshot(snap, settings)
+    cap = ConsolidateSettings().max_evictions_per_node_freed  # the recommender's cap: a plan over it is not proposed
+    plans = plan_snapshot(snap, settings, cap)
     t_pack = time.perf_counter() - t1
     in_use_before = len({p.node for p in pods})
     out: dict[str, Any] = {
@@ -122,13 +123,19 @@ def main(time_limit_s: float = 20.0, pin_serving: bool = False, data_dir: Path =
         "ffd_nodes_after": sum(int(p.stats["ffd_nodes_after"]) for p in plans),
         "evictions": sum(len(p.moves) for p in plans), "ffd_evictions": sum(int(p.stats["ffd_evictions"]) for p in plans),
         "consolidate_s": round(t_pack, 2), "time_limit_s_per_pool": time_limit_s,
+        "search_time_s_per_pool": settings.search_time_s, "max_evictions_per_node_freed": cap,
         "serving_pinned": pin_serving,
         "pools": [{"pool": p.node_pool, "nodes": p.nodes_before, "after": p.nodes_after, "ffd_after": p.stats["ffd_nodes_after"],
-                   "lower_bound": p.lower_bound, "gap": p.gap, "evictions": len(p.moves), "solver": p.solver,
-                   "cp_sat_rounds": p.stats["cp_sat_rounds"], "s": p.stats["total_s"]} for p in plans],
+                   "lower_bound": p.lower_bound, "gap": p.gap, "evictions": len(p.moves),
+                   "evictions_per_node_freed": round(p.evictions_per_node_freed, 2), "solver": p.solver,
+                   "search_closed": p.stats["search_closed"], "cp_sat_rounds": p.stats["cp_sat_rounds"],
+                   "s": p.stats["total_s"]} for p in plans],
     }
     out["gap"] = out["nodes_after"] - out["lower_bound"]
+    out["gap_pct"] = round(100.0 * out["gap"] / out["lower_bound"], 2)
     out["nodes_freed"] = len(nodes) - out["nodes_after"]
+    out["evictions_per_node_freed"] = round(out["evictions"] / max(out["nodes_freed"], 1), 2)
+    out["over_eviction_cap"] = [p.node_pool for p in plans if p.evictions_per_node_freed > cap]
     return out
 
 

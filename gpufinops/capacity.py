@@ -1,6 +1,6 @@
 """The one capacity module: FGD fragmentation and the bin-packing lower bound (DESIGN §3).
 
-Pure numpy, no side effects on import: the capacity mart (a dbt Python model), the recommender's
+Pure numpy (the pattern-LP bound imports OR-Tools' GLOP when called), no side effects on import: the capacity mart (a dbt Python model), the recommender's
 packer and fragmentation view, and the placement simulator all call it, so the product's
 fragmentation is the one the simulator validates against the FGD authors' results.
 
@@ -46,6 +46,7 @@ __all__ = [
     "device_free_fractions",
     "pool_lower_bound",
     "device_lower_bound",
+    "pattern_lp_bound",
     "mixed_pool_lower_bound",
 ]
 
@@ -219,15 +220,97 @@ def pool_lower_bound(demand: Sequence[float], shape: Sequence[float]) -> int:
     return bound
 
 
-def device_lower_bound(whole: float, shares: Sequence[float]) -> int:
+def device_lower_bound(whole: float, shares: Sequence[float], *, pattern_lp: bool = False) -> int:
     """Fewest GPU devices that hold ``whole`` whole GPUs and the fractional ``shares`` (each on one
-    device): whole + one device per share above ½ (no two fit together) + what the shares of at
-    most ½ need beyond the room the big ones leave (Martello–Toth's L2 bound at ½)."""
-    big = [s for s in shares if s > 0.5 + EPS]
-    small = sum(s for s in shares if s <= 0.5 + EPS)
-    room = sum(1.0 - s for s in big)
-    extra = max(0.0, small - room)
-    return int(math.ceil(whole - EPS)) + len(big) + (int(math.ceil(extra - EPS)) if extra > EPS else 0)
+    device): whole + the largest over α of :func:`_shares_bound_at` (Martello–Toth's L2 bound;
+    α = 0 is one device per share above ½ plus what the rest need beyond the room those leave),
+    and with ``pattern_lp`` the tighter of that and :func:`pattern_lp_bound`."""
+    s = np.asarray(list(shares), dtype=float)
+    alphas = np.unique(np.concatenate(([0.0], s[s <= 0.5 + EPS])))
+    bound = max(_shares_bound_at(s, float(a)) for a in alphas)
+    if pattern_lp and s.size:
+        bound = max(bound, pattern_lp_bound(s))
+    return int(math.ceil(whole - EPS)) + bound
+
+
+_MILLI = 1000  # device capacity in the pattern LP's integer units
+
+
+def pattern_lp_bound(shares: Sequence[float] | np.ndarray, max_rounds: int = 300) -> int:
+    """Devices the fractional ``shares`` need, from the Gilmore–Gomory pattern LP (a pattern =
+    shares that fit on one device together; minimise devices so that every share is covered),
+    solved by column generation with OR-Tools' GLOP. Valid after any number of rounds: with
+    duals π ≥ 0 and v = the best pattern's Σπ, π / max(v, 1) is dual-feasible, so
+    Σ count·π / max(v, 1) ≤ LP ≤ the fewest devices (Farley's bound). A share's size is
+    rounded down to 1/1000 for the pattern search, which only admits more patterns."""
+    from ortools.linear_solver import pywraplp
+
+    w_all = np.floor(np.asarray(shares, dtype=float) * _MILLI + 1e-6).astype(int).clip(0, _MILLI)
+    sizes, counts = np.unique(w_all[w_all > 0], return_counts=True)
+    if sizes.size == 0:
+        return 0
+    patterns = [np.where(np.arange(sizes.size) == i, min(_MILLI // w, c), 0) for i, (w, c) in enumerate(zip(sizes, counts, strict=True))]
+    bound = 0
+    for _ in range(max_rounds):
+        pi = _pattern_lp_duals(pywraplp, patterns, counts)
+        value, best = _best_pattern(sizes, counts, pi)
+        bound = max(bound, int(math.ceil(float(counts @ pi) / max(value, 1.0) - 1e-6)))
+        if value <= 1.0 + 1e-9:
+            break
+        patterns.append(best)
+    return bound
+
+
+def _pattern_lp_duals(pywraplp: Any, patterns: list[np.ndarray], counts: np.ndarray) -> np.ndarray:
+    """Duals (clipped at 0) of min Σ x_p subject to Σ_p a_ip x_p ≥ count_i, x ≥ 0."""
+    solver = pywraplp.Solver.CreateSolver("GLOP")
+    x = [solver.NumVar(0.0, solver.infinity(), "") for _ in patterns]
+    rows = [solver.Add(sum(float(p[i]) * x[k] for k, p in enumerate(patterns) if p[i]) >= float(c))
+            for i, c in enumerate(counts)]
+    solver.Minimize(sum(x))
+    if solver.Solve() != pywraplp.Solver.OPTIMAL:
+        return np.zeros(len(counts))
+    return np.array([max(r.dual_value(), 0.0) for r in rows])
+
+
+def _best_pattern(sizes: np.ndarray, counts: np.ndarray, value: np.ndarray) -> tuple[float, np.ndarray]:
+    """The pattern (copies of each size, at most its count, total ≤ one device) of the largest
+    total value: a 0/1 knapsack over the sizes split into binary bundles of copies."""
+    items: list[tuple[int, int]] = []  # (size index, copies)
+    for i, (w, c) in enumerate(zip(sizes, counts, strict=True)):
+        left, k = min(int(c), _MILLI // int(w)), 1
+        while left > 0:
+            items.append((i, min(k, left)))
+            left -= min(k, left)
+            k *= 2
+    best = np.zeros(_MILLI + 1)
+    take = np.zeros((len(items), _MILLI + 1), bool)
+    for n, (i, k) in enumerate(items):
+        w = int(sizes[i]) * k
+        cand = np.full(_MILLI + 1, -np.inf)
+        cand[w:] = best[: _MILLI + 1 - w] + value[i] * k
+        take[n] = cand > best + 1e-12
+        best = np.maximum(best, cand)
+    pattern = np.zeros(sizes.size, int)
+    cap = int(np.argmax(best))
+    for n in range(len(items) - 1, -1, -1):
+        if take[n, cap]:
+            i, k = items[n]
+            pattern[i] += k
+            cap -= int(sizes[i]) * k
+    return float(best.max()), pattern
+
+
+def _shares_bound_at(s: np.ndarray, alpha: float) -> int:
+    """Devices the shares ``s`` need, counted at a threshold ``alpha`` ≤ ½: a share above 1 − α
+    has a device of its own that no share of at least α can join; a share in (½, 1 − α] has a
+    device of its own with 1 − s left; the shares in [α, ½] need what exceeds that room (shares
+    below α are left out, which only lowers the count)."""
+    alone = s > 1.0 - alpha + 2 * EPS  # with any share of at least α, above one device (the fit tolerance is EPS)
+    big = (s > 0.5 + EPS) & ~alone
+    small = (s >= alpha - EPS) & (s <= 0.5 + EPS)
+    extra = float(s[small].sum() - (1.0 - s[big]).sum())
+    return int(alone.sum() + big.sum()) + (int(math.ceil(extra - EPS)) if extra > EPS else 0)
 
 
 def mixed_pool_lower_bound(capacities: np.ndarray, demand: Sequence[float]) -> int:

@@ -1,13 +1,22 @@
 """Consolidation packer: repack the movable pods of one node pool onto fewer nodes.
 
-Plan only (pure; nothing is applied here). Two stages:
+Plan only (pure; nothing is applied here). Stages:
 
 1. **Drain-FFD**: nodes are drained cheapest-to-drain first; each drained node's movable pods are
    placed largest-first onto the first node (fullest first) where every resource fits. A node
    whose pods do not all fit is left as it was.
-2. **CP-SAT improvement** (large-neighbourhood search, OR-Tools): a neighbourhood of nodes is
+2. **Best-fit repacks** of the whole pool and of its emptiest 1/8 … 7/8 (the other nodes keep
+   their pods and take others into their room), pods home first; then pods go back home where
+   they fit, or swap home with a guest there (fewer evictions, same nodes).
+3. **Node-emptying search** from drain-FFD and from the best repack: nodes are closed one at a
+   time, each pod to its best fit, or by an ejection chain (a pod moved off a node to make exactly
+   the room and devices needed, itself by one more ejection); undone when a node cannot be emptied.
+4. **CP-SAT improvement** (large-neighbourhood search, OR-Tools): a neighbourhood of nodes is
    re-solved exactly — minimise the price of open nodes, then the number of evictions — hinted
    with the current plan, until the time limit. Small pools are one neighbourhood (the whole pool).
+
+The best plan wins: within the eviction cap (``max_evictions_per_node_freed``; a plan over it is
+not proposed) first, then fewer nodes, then fewer evictions.
 
 Constraints everywhere: the allocatable capacity of every resource the pods request, device-level
 GPU fit (whole GPUs need free devices; fractional pods need room on one device), the GPU model,
@@ -22,7 +31,7 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +62,9 @@ class PackingSettings(BaseModel):
     use_repack: bool = Field(default=True, description="also try a best-fit repack of the whole pool as the start")
     allow_serving_moves: bool = False
     movable_tiers: list[str] = Field(default_factory=lambda: ["training", "batch", "interactive", "serving"])
+    search_time_s: float = Field(default=2.0, ge=0, description="budget per node pool of the node-emptying search (all its starts)")
+    ejection_tries: int = Field(default=40, ge=0, description="pods tried for one ejection when a pod fits nowhere")
+    ejection_depth: int = Field(default=2, ge=1, description="links of an ejection chain (an ejected pod may eject one more)")
     neighbourhood_nodes: int = Field(default=24, ge=2, description="nodes per CP-SAT neighbourhood")
     neighbourhood_pods: int = Field(default=240, ge=1, description="cap on pods per neighbourhood")
     workers: int = Field(default=2, ge=1)
@@ -146,8 +158,8 @@ def lower_bound(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement]) -> int
       (:func:`gpufinops.capacity.pool_lower_bound`), and
     - per-device fit on a mixed pool (:func:`gpufinops.capacity.device_lower_bound`,
       :func:`gpufinops.capacity.mixed_pool_lower_bound`): the devices the whole and fractional
-      GPUs need (two shares above ½ never share a device), then the fewest nodes whose largest
-      capacities cover that and the CPU and memory.
+      GPUs need (Martello–Toth's L2 over every threshold and the pattern LP of the shares), then
+      the fewest nodes whose largest capacities cover that and the CPU and memory.
     """
     work = [p for p in pods if not p.is_daemonset]
     if not work or not nodes:
@@ -162,7 +174,7 @@ def lower_bound(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement]) -> int
         whole = sum(p.whole_gpus for p in work)
         shares = [p.gpu_fraction if p.gpu_fraction > 0 else p.gpu_equiv for p in work
                   if p.whole_gpus == 0 and (p.gpu_fraction > 0 or p.gpu_equiv > 0)]
-        devices = device_lower_bound(whole, shares)
+        devices = device_lower_bound(whole, shares, pattern_lp=True)
         caps = np.array([[n.gpu_count, n.allocatable.get("cpu", 0.0), n.allocatable.get("memory", 0.0)]
                          for n in nodes], dtype=float)
         tight = mixed_pool_lower_bound(caps, (devices, cpu, mem))
@@ -196,6 +208,7 @@ class _State:
         self.orig = np.array([self.node_ix[p.node] for p in self.pods], int)
         self.assign = self.orig.copy()
         self.devs: list[list[int]] = [[] for _ in self.pods]
+        self.dev0 = np.full(n_pods, -1, int)  # each pod's first device (-1: none), for vectorised checks
         self.used = np.zeros_like(self.cap)
         self.ds = np.array([p.is_daemonset for p in self.pods], bool)
         self.movable = np.array([is_movable(p, settings, pdb_allowed) for p in self.pods], bool)
@@ -243,12 +256,14 @@ class _State:
             return False
         return self._device_choice(j, i) is not None
 
-    def _place(self, j: int, i: int, *, force: bool = False) -> None:
-        devs = self._device_choice(j, i, force=force) or []
+    def _place(self, j: int, i: int, *, force: bool = False, devs: list[int] | None = None) -> None:
+        if devs is None:
+            devs = self._device_choice(j, i, force=force) or []
         self.used[i] += self.req[j]
         for g in devs:
             self.dev_free[i, g] -= 1.0 if self.whole[j] > 0 else self.frac[j]
         self.devs[j] = devs
+        self.dev0[j] = devs[0] if devs else -1
         self.assign[j] = i
         self.pods_on[i].add(j)
 
@@ -258,7 +273,11 @@ class _State:
         for g in self.devs[j]:
             self.dev_free[i, g] += 1.0 if self.whole[j] > 0 else self.frac[j]
         self.devs[j] = []
+        self.dev0[j] = -1
         self.pods_on[i].discard(j)
+
+    def sync_first_devices(self) -> None:
+        self.dev0 = np.array([d[0] if d else -1 for d in self.devs], int).reshape(len(self.devs))
 
     def move(self, j: int, i: int) -> None:
         self._remove(j)
@@ -299,15 +318,38 @@ def _size_key(st: _State, j: int) -> float:
     return float(st.whole[j] + st.frac[j] + (st.req[j] / capmax).sum())
 
 
-def _first_fit(st: _State, j: int, rank: np.ndarray) -> int | None:
-    """The first node in ``rank`` order where pod ``j`` fits (vectorised over nodes)."""
-    ok = st.open & st.target_ok & st.compat[j] & np.all(st.used + st.req[j] <= st.cap + 1e-6, axis=1)
+def _fit_mask(st: _State, j: int, allowed: np.ndarray) -> np.ndarray:
+    """The ``allowed`` nodes where pod ``j`` fits now: compatibility, every resource, and the
+    device-level GPU fit (vectorised over nodes)."""
+    ok = allowed & st.compat[j] & np.all(st.used + st.req[j] <= st.cap + 1e-6, axis=1)
     if st.whole[j] > 0:
         ok &= ~st.device_level | ((st.dev_free >= 1.0 - _EPS).sum(axis=1) >= st.whole[j])
     elif st.frac[j] > 0:
         ok &= ~st.device_level | (st.dev_free.max(axis=1) >= st.frac[j] - _EPS)
+    return ok
+
+
+def _room_left(st: _State, j: int, cand: np.ndarray) -> np.ndarray:
+    """Normalised room each node of ``cand`` keeps after taking pod ``j`` (the simulator's
+    BestFit score, DESIGN §3): the smaller, the better the fit."""
+    size = np.where(st.cap[cand] > 0, st.cap[cand], 1.0)
+    room = ((st.cap[cand] - st.used[cand] - st.req[j]) / size).sum(axis=1)
+    ndev = np.maximum((st.dev_free[cand] >= -0.5).sum(axis=1), 1)
+    gpu = (st.dev_free[cand].clip(0).sum(axis=1) - st.whole[j] - st.frac[j]) / ndev
+    return room + np.where(st.device_level[cand], gpu, 0.0)
+
+
+def _first_fit(st: _State, j: int, rank: np.ndarray) -> int | None:
+    """The first open node in ``rank`` order where pod ``j`` fits."""
+    ok = _fit_mask(st, j, st.open & st.target_ok)
     cand = rank[ok[rank]]
     return int(cand[0]) if cand.size else None
+
+
+def _best_fit(st: _State, j: int) -> int | None:
+    """The open node where pod ``j`` fits with the least room left."""
+    cand = np.flatnonzero(_fit_mask(st, j, st.open & st.target_ok))
+    return int(cand[np.argmin(_room_left(st, j, cand))]) if cand.size else None
 
 
 def _drain_ffd(st: _State) -> None:
@@ -344,21 +386,148 @@ def _drain_ffd(st: _State) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# stage 1b: repack from scratch (best-fit decreasing), then keep pods where they are
+# stage 3: empty nodes one at a time, making room by ejection chains (local search)
+
+_Log = list[tuple[int, int, list[int]]]  # (pod, node it was on, its devices there): the undo log
 
 
-def _repack(st: _State, order_by: str = "gpu") -> bool:
-    """Every movable pod taken off and placed again, largest GPU request first, on the open node
+def _logged_move(st: _State, j: int, dest: int, log: _Log) -> None:
+    log.append((j, int(st.assign[j]), list(st.devs[j])))
+    st.move(j, dest)
+
+
+def _undo(st: _State, log: _Log) -> None:
+    for j, node, devs in reversed(log):
+        st._remove(j)
+        st._place(j, node, devs=devs)
+    log.clear()
+
+
+def _eject_for(st: _State, j: int, log: _Log, tries: int, depth: int = 1, in_hand: bool = False) -> bool:
+    """Make room for pod ``j`` on an open node by moving one of its pods (``k``) to another open
+    node, itself by one more such ejection while ``depth`` allows: the nodes where ``j`` would fit
+    without ``k`` (every resource, the devices) are tried, the smallest ``k`` first, up to
+    ``tries`` of them. ``in_hand``: ``j`` is off its node already (an inner link of the chain).
+    True when the chain was made; otherwise the state is as it was."""
+    on = st.assign
+    cand = np.flatnonzero(st.movable & ~st.ds & st.open[on] & st.target_ok[on] & st.compat[j, on] & (on != on[j])
+                          & np.all(st.used[on] - st.req + st.req[j] <= st.cap[on] + 1e-6, axis=1))
+    cand = cand[_frees_device_for(st, j, cand)]
+    if st.has_pdb:
+        cand = np.array([k for k in cand if st.pdb_of[k] is None], int)
+    capmax = np.maximum(st.cap.max(axis=0), _EPS)
+    small_first = cand[np.argsort(st.whole[cand] + st.frac[cand] + (st.req[cand] / capmax).sum(axis=1), kind="stable")]
+    for k in (int(k) for k in small_first[:tries]):
+        i, devs_k = int(on[k]), list(st.devs[k])
+        st._remove(k)
+        if st.fits(j, i) and _rehome(st, k, i, log, tries, depth):
+            log.append((k, i, devs_k))
+            if in_hand:
+                st._place(j, i)
+            else:
+                _logged_move(st, j, i, log)
+            return True
+        st._place(k, i, devs=devs_k)
+    return False
+
+
+def _rehome(st: _State, k: int, i: int, log: _Log, tries: int, depth: int) -> bool:
+    """Place the ejected pod ``k`` (off node ``i``, which it may not return to) where it fits
+    best, or by a further ejection while ``depth`` allows."""
+    st.open[i] = False
+    dest = _best_fit(st, k)
+    if dest is not None:
+        st._place(k, dest)
+    ok = dest is not None or (depth > 1 and _eject_for(st, k, log, max(1, tries // 4), depth - 1, in_hand=True))
+    st.open[i] = True
+    return ok
+
+
+def _frees_device_for(st: _State, j: int, cand: np.ndarray) -> np.ndarray:
+    """For each pod ``k`` of ``cand``: would pod ``j`` find its devices on ``k``'s node once ``k``
+    left? (Device level only; a whole-GPU ``k`` frees whole devices, a share its device's room.)"""
+    i = st.assign[cand]
+    if st.whole[j] == 0 and st.frac[j] == 0:
+        return np.ones(cand.size, bool)
+    g = np.maximum(st.dev0[cand], 0)
+    after = np.where(st.whole[cand] > 0, 1.0, st.dev_free[i, g] + st.frac[cand])  # k's (first) device, k gone
+    after = np.where(st.dev0[cand] >= 0, after, -1.0)
+    if st.whole[j] > 0:
+        idle = (st.dev_free[i] >= 1.0 - _EPS).sum(axis=1)
+        gained = np.where(st.whole[cand] > 0, st.whole[cand], after >= 1.0 - _EPS)
+        ok = idle + gained >= st.whole[j]
+    else:
+        ok = np.maximum(st.dev_free[i].max(axis=1), after) >= st.frac[j] - _EPS
+    return ok | ~st.device_level[i]
+
+
+def _ejection_phases(tries: int, depth: int) -> list[tuple[int, int]]:
+    """(tries, depth) of the ejections to try in turn: one link with every try first, then the
+    longer chains with fewer tries per link (their cost multiplies)."""
+    return [(tries, 1)] + [(max(1, tries // 4), d) for d in range(2, depth + 1)]
+
+
+def _try_empty(st: _State, c: int, max_evictions: float, tries: int, depth: int) -> bool:
+    """Close node ``c`` by moving each of its pods (largest first) to the open node it fits best,
+    or with one ejection; undone unless all leave within ``max_evictions`` new evictions."""
+    before = int((st.assign != st.orig).sum())
+    st.open[c] = False
+    log: _Log = []
+    for j in sorted((j for j in st.pods_on[c] if not st.ds[j]), key=lambda j: -_size_key(st, j)):
+        if st.pdb_of[j] is not None:
+            break
+        dest = _best_fit(st, j)
+        if dest is not None:
+            _logged_move(st, j, dest, log)
+        elif not any(_eject_for(st, j, log, t, d) for t, d in _ejection_phases(tries, depth)):
+            break
+        if int((st.assign != st.orig).sum()) - before > max_evictions:
+            break
+    else:
+        return True
+    _undo(st, log)
+    st.open[c] = True
+    return False
+
+
+def _empty_nodes(st: _State, settings: PackingSettings, max_evictions: float, deadline: float) -> int:
+    """Stage 3: passes over the open drainable nodes (fewest pods, emptiest first), closing each
+    that :func:`_try_empty` can, until a pass closes none or the ``deadline`` (monotonic clock)
+    passes. Returns the number of nodes closed."""
+    closed = 0
+    progress = True
+    while progress:
+        progress = False
+        order = sorted((i for i in range(len(st.nodes)) if st.open[i] and st.drainable(i)),
+                       key=lambda i: (sum(1 for j in st.pods_on[i] if not st.ds[j]), st.fill(i)))
+        for c in order:
+            if time.monotonic() > deadline:
+                return closed
+            if st.open[c] and _try_empty(st, c, max_evictions, settings.ejection_tries, settings.ejection_depth):
+                closed += 1
+                progress = True
+    return closed
+
+
+# ---------------------------------------------------------------------------------------------
+# stage 2: best-fit repacks (the whole pool or its emptiest part), then pods back home
+
+
+def _repack(st: _State, order_by: str = "gpu", among: set[int] | None = None, home_first: bool = False) -> bool:
+    """Every movable pod (of the nodes ``among``; None = all) taken off and placed again, largest
+    GPU request first, on the open node
     it fits best (least normalised room left: the simulator's BestFit score, DESIGN §3), a node
     opening only when none fits (the biggest first; the pod's own node when it is one of them).
     Nodes of one shape are then relabelled so that each keeps as many of its own pods as
-    possible. Returns False (state untouched) when a pod fits nowhere or a PodDisruptionBudget
-    is involved (the drain stage respects those budgets move by move)."""
+    possible. The other nodes keep their pods and take others into their room first (a partial
+    repack: fewer evictions). Returns False (state untouched) when a pod fits nowhere or a
+    PodDisruptionBudget is involved (the drain stage respects those budgets move by move)."""
     if st.has_pdb:
         return False
     snap = _snapshot(st)
     opened0 = st.open.copy()
-    movable = [j for j in range(len(st.pods)) if st.movable[j] and not st.ds[j]]
+    movable = [j for j in range(len(st.pods))
+               if st.movable[j] and not st.ds[j] and (among is None or st.assign[j] in among)]
     for j in movable:
         st._remove(j)
     fixed = np.zeros(len(st.nodes), bool)
@@ -372,23 +541,16 @@ def _repack(st: _State, order_by: str = "gpu") -> bool:
         ndev_min = max(int((st.dev_free >= -0.5).sum(axis=1).min()), 1)
         order = sorted(movable, key=lambda j: -max(float((st.req[j] / capmin).max(initial=0.0)),
                                                    (st.whole[j] + st.frac[j]) / ndev_min))
-    size = np.where(st.cap > 0, st.cap, 1.0)
-    ndev = np.maximum((st.dev_free >= -0.5).sum(axis=1), 1)
     node_rank = np.lexsort((-(st.cap / capmax).sum(axis=1), -st.dev_free.clip(0).sum(axis=1)))
     opened = fixed.copy()
     ok_all = st.target_ok | fixed
     for j in order:
-        fit = ok_all & st.compat[j] & np.all(st.used + st.req[j] <= st.cap + 1e-6, axis=1)
-        if st.whole[j] > 0:
-            fit &= ~st.device_level | ((st.dev_free >= 1.0 - _EPS).sum(axis=1) >= st.whole[j])
-        elif st.frac[j] > 0:
-            fit &= ~st.device_level | (st.dev_free.max(axis=1) >= st.frac[j] - _EPS)
+        fit = _fit_mask(st, j, ok_all)
         cand = np.flatnonzero(fit & opened)
-        if cand.size:
-            room = ((st.cap[cand] - st.used[cand] - st.req[j]) / size[cand]).sum(axis=1)
-            room += np.where(st.device_level[cand], (st.dev_free[cand].clip(0).sum(axis=1) - st.whole[j] - st.frac[j])
-                             / ndev[cand], 0.0)
-            i = int(cand[np.argmin(room)])
+        if home_first and opened[st.orig[j]] and fit[st.orig[j]]:
+            i = int(st.orig[j])
+        elif cand.size:
+            i = int(cand[np.argmin(_room_left(st, j, cand))])
         else:
             closed = node_rank[(fit & ~opened)[node_rank]]
             if not closed.size:
@@ -462,7 +624,7 @@ def _relabel(st: _State, order: list[int], fixed: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# stage 2: CP-SAT large-neighbourhood search
+# stage 4: CP-SAT large-neighbourhood search
 
 
 def _scale(dim: str) -> float:
@@ -591,6 +753,7 @@ def _solve_neighbourhood(st: _State, nb: list[int], time_limit: float, settings:
                 st.dev_free[i, g] -= st.frac[j]
     for i in nb:
         st.open[i] = bool(solver.boolean_value(y[i])) or any(not st.ds[j] for j in st.pods_on[i])
+    st.sync_first_devices()
     assert nbset  # neighbourhood used
     return True
 
@@ -632,10 +795,16 @@ def _improve(st: _State, settings: PackingSettings, bound: int) -> tuple[int, in
 
 
 def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings: PackingSettings | None = None,
-              pdb_allowed: dict[str, int] | None = None) -> PackingPlan:
-    """Plan a consolidation of one node pool (``pods`` = the pods running on ``nodes``)."""
+              pdb_allowed: dict[str, int] | None = None, max_evictions_per_node_freed: float | None = None) -> PackingPlan:
+    """Plan a consolidation of one node pool (``pods`` = the pods running on ``nodes``).
+
+    The start is the best verified one of drain-FFD and the best-fit repacks, then the
+    node-emptying search, then CP-SAT. "Best": within ``max_evictions_per_node_freed`` (a plan
+    that churns more is not proposed; None = no cap) first, then fewer nodes, then fewer
+    evictions. A stage's result that is not better is dropped."""
     settings = settings or PackingSettings()
     pdb_allowed = pdb_allowed or {}
+    cap = math.inf if max_evictions_per_node_freed is None else max_evictions_per_node_freed
     names = {n.name for n in nodes}
     pods = [p for p in pods if p.node in names]
     t0 = time.perf_counter()
@@ -644,41 +813,151 @@ def pack_pool(nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], settings
         if not any(not st.ds[j] for j in st.pods_on[i]):
             st.open[i] = False
     start = _snapshot(st)
+    bound = lower_bound(nodes, pods)
+
+    def verified(solver: str) -> PackingPlan | None:
+        plan = _plan_of(st, nodes, pods, solver, bound)
+        return None if check_plan(nodes, pods, plan, settings, pdb_allowed) else plan
+
     _drain_ffd(st)
-    ffd = _snapshot(st)
-    ffd_plan = drain_plan = _plan_of(st, nodes, pods, "ffd")
-    repack_after = -1
-    solver = "ffd"
-    # the better of drain-FFD and a best-fit repack (fewer nodes, then fewer evictions) starts
-    # the improvement; the repack is verified like any plan
-    for order_by in ("gpu", "hardest") if settings.use_repack else ():
-        _restore(st, _copy(start))
-        if not _repack(st, order_by):
-            continue
-        repack_plan = _plan_of(st, nodes, pods, "repack")
-        repack_after = repack_plan.nodes_after if repack_after < 0 else min(repack_after, repack_plan.nodes_after)
-        if (not check_plan(nodes, pods, repack_plan, settings, pdb_allowed)
-                and (repack_plan.nodes_after, len(repack_plan.moves)) < (ffd_plan.nodes_after, len(ffd_plan.moves))):
-            ffd, ffd_plan, solver = _snapshot(st), repack_plan, "repack"
-    _restore(st, _copy(ffd))
-    t_ffd = time.perf_counter() - t0
+    drain = (_snapshot(st), _plan_of(st, nodes, pods, "ffd", bound))
+    repack, repack_after = _best_repack(st, start, settings, cap, verified)
+    t_start = time.perf_counter() - t0
+    best, best_plan, closed = _best_searched(st, [drain] + ([repack] if repack else []), settings, cap, verified)
+    _restore(st, _copy(best))
+    t_search = time.perf_counter() - t0 - t_start
     rounds = improved = 0
-    at_bound = ffd_plan.nodes_after <= ffd_plan.lower_bound and not ffd_plan.moves  # nothing left to gain
+    at_bound = best_plan.nodes_after <= best_plan.lower_bound and not best_plan.moves  # nothing left to gain
     if settings.use_cp_sat and settings.time_limit_s > 0 and len(nodes) > 1 and not at_bound:
-        rounds, improved = _improve(st, settings, ffd_plan.lower_bound)
-        solver += "+cp-sat"
-    plan = _plan_of(st, nodes, pods, solver)
-    if check_plan(nodes, pods, plan, settings, pdb_allowed):
-        _restore(st, ffd)
-        plan = ffd_plan  # never return a plan that fails its own verification
-    if check_plan(nodes, pods, plan, settings, pdb_allowed):
-        plan = _plan_of(_State(nodes, pods, settings, pdb_allowed), nodes, pods, "none")
-    plan.stats = {
-        "ffd_s": round(t_ffd, 3), "total_s": round(time.perf_counter() - t0, 3), "cp_sat_rounds": rounds, "cp_sat_improvements": improved,
-        "ffd_nodes_after": drain_plan.nodes_after, "ffd_evictions": len(drain_plan.moves),
+        rounds, improved = _improve(st, settings, best_plan.lower_bound)
+        plan = verified(best_plan.solver + "+cp-sat")  # never return a plan that fails its own verification
+        if plan is not None and _rank(plan, cap) <= _rank(best_plan, cap):
+            best_plan = plan
+    if check_plan(nodes, pods, best_plan, settings, pdb_allowed):
+        best_plan = _plan_of(_State(nodes, pods, settings, pdb_allowed), nodes, pods, "none", bound)
+    best_plan.stats = {
+        "start_s": round(t_start, 3), "search_s": round(t_search, 3), "total_s": round(time.perf_counter() - t0, 3),
+        "search_closed": closed, "cp_sat_rounds": rounds, "cp_sat_improvements": improved,
+        "ffd_nodes_after": drain[1].nodes_after, "ffd_evictions": len(drain[1].moves),
         "repack_nodes_after": repack_after,
     }
-    return plan
+    return best_plan
+
+
+_Start = tuple[tuple, PackingPlan]  # a state snapshot and its plan
+
+
+def _best_repack(st: _State, start: tuple, settings: PackingSettings, cap: float,
+                 verified: Callable[[str], PackingPlan | None]) -> tuple[_Start | None, int]:
+    """The best verified repack of :func:`_repack_variants` from ``start`` (pods then sent home),
+    and the fewest nodes any repack reached (-1: none succeeded)."""
+    best: _Start | None = None
+    fewest = -1
+    for order_by, among, home_first in _repack_variants(st, settings):
+        _restore(st, _copy(start))
+        if not _repack(st, order_by, among, home_first):
+            continue
+        _fewer_evictions(st)
+        plan = verified("repack")
+        if plan is None:
+            continue
+        fewest = plan.nodes_after if fewest < 0 else min(fewest, plan.nodes_after)
+        if best is None or _rank(plan, cap) < _rank(best[1], cap):
+            best = (_snapshot(st), plan)
+    return best, fewest
+
+
+def _best_searched(st: _State, starts: list[_Start], settings: PackingSettings, cap: float,
+                   verified: Callable[[str], PackingPlan | None]) -> tuple[tuple, PackingPlan, int]:
+    """The best of the ``starts`` (the first is the default) and of the node-emptying search from
+    each of them, all within ``search_time_s``: (snapshot, plan, nodes the search closed for it)."""
+    best, best_plan = starts[0]
+    closed = 0
+    deadline = time.monotonic() + settings.search_time_s
+    for snap, plan in starts:
+        _restore(st, _copy(snap))
+        n_closed = _empty_nodes(st, settings, cap, deadline) if time.monotonic() < deadline else 0
+        _fewer_evictions(st)
+        searched = verified(plan.solver + "+search") if n_closed else None
+        if _rank(plan, cap) < _rank(best_plan, cap):
+            best, best_plan, closed = snap, plan, 0
+        if searched is not None and _rank(searched, cap) < _rank(best_plan, cap):
+            best, best_plan, closed = _snapshot(st), searched, n_closed
+    return best, best_plan, closed
+
+
+def _return_home(st: _State) -> int:
+    """Pods moved away from a node that stays open go back where they fit there (largest
+    first, until a pass returns none): the same nodes, fewer evictions. Returns how many."""
+    back = 0
+    while True:
+        away = [j for j in range(len(st.pods)) if st.assign[j] != st.orig[j] and st.open[st.orig[j]]]
+        home = [j for j in sorted(away, key=lambda j: -_size_key(st, j)) if st.fits(j, int(st.orig[j])) and _go_home(st, j)]
+        back += len(home)
+        if not home:
+            return back
+
+
+def _fewer_evictions(st: _State) -> None:
+    """:func:`_return_home` and :func:`_swap_home` in turn until neither changes anything."""
+    while _return_home(st) + _swap_home(st):
+        pass
+
+
+def _swap_home(st: _State) -> int:
+    """A pod away from its (open) home trades places with a guest of that home (a pod not on its
+    own node): one eviction fewer, two when the guest lands on its own home. Returns the swaps."""
+    swaps = 0
+    away = [j for j in range(len(st.pods)) if st.assign[j] != st.orig[j] and st.open[st.orig[j]] and st.pdb_of[j] is None]
+    for j in sorted(away, key=lambda j: -_size_key(st, j)):
+        home, here = int(st.orig[j]), int(st.assign[j])
+        guests = [k for k in st.pods_on[home] if st.assign[k] != st.orig[k] and st.movable[k] and st.pdb_of[k] is None
+                  and st.compat[k, here] and (st.target_ok[here] or here == st.orig[k])]
+        swaps += any(_swap(st, j, k) for k in guests)
+    return swaps
+
+
+def _swap(st: _State, j: int, k: int) -> bool:
+    """Pods ``j`` and ``k`` trade nodes when both fit so; otherwise nothing changes."""
+    a, b = int(st.assign[j]), int(st.assign[k])
+    devs_j, devs_k = list(st.devs[j]), list(st.devs[k])
+    st._remove(j)
+    st._remove(k)
+    if st.fits(j, b):
+        st._place(j, b)
+        if st.fits(k, a):
+            st._place(k, a)
+            return True
+        st._remove(j)
+    st._place(j, a, devs=devs_j)
+    st._place(k, b, devs=devs_k)
+    return False
+
+
+def _go_home(st: _State, j: int) -> bool:
+    if st.pdb_of[j] is not None or not st.fits(j, int(st.orig[j])):  # a pod moved earlier may have taken the room
+        return False
+    st.move(j, int(st.orig[j]))
+    return True
+
+
+def _repack_variants(st: _State, settings: PackingSettings) -> list[tuple[str, set[int] | None, bool]]:
+    """The repacks to try (pod order, nodes repacked, pods home first): GPUs first with pods home
+    first over the whole pool and over its emptiest 1/8, 2/8, ..., 7/8 of the nodes (drain
+    order: fewest pods, then least full), and the hardest first over the whole pool."""
+    if not settings.use_repack:
+        return []
+    drain = sorted((i for i in range(len(st.nodes)) if st.open[i] and st.drainable(i)),
+                   key=lambda i: (sum(1 for j in st.pods_on[i] if not st.ds[j]), st.fill(i)))
+    subsets: list[set[int] | None] = [None]
+    if len(drain) >= 8:
+        subsets += [set(drain[: len(drain) * q // 8]) for q in range(1, 8)]
+    return [("gpu", among, True) for among in subsets] + [("hardest", None, False)]
+
+
+def _rank(plan: PackingPlan, max_evictions_per_node_freed: float) -> tuple[bool, int, int]:
+    """Plans compare by: within the eviction cap, nodes after, evictions (smaller is better)."""
+    return plan.evictions_per_node_freed > max_evictions_per_node_freed, plan.nodes_after, len(plan.moves)
 
 
 def _snapshot(st: _State) -> tuple:
@@ -688,6 +967,7 @@ def _snapshot(st: _State) -> tuple:
 
 def _restore(st: _State, snap: tuple) -> None:
     st.assign, st.devs, st.open, st.used, st.dev_free, st.pods_on = snap
+    st.sync_first_devices()
 
 
 def _copy(snap: tuple) -> tuple:
@@ -696,7 +976,7 @@ def _copy(snap: tuple) -> tuple:
             [set(x) for x in pods_on])
 
 
-def _plan_of(st: _State, nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], solver: str) -> PackingPlan:
+def _plan_of(st: _State, nodes: Sequence[NodeShape], pods: Sequence[PodPlacement], solver: str, bound: int) -> PackingPlan:
     if solver == "none":
         for i in range(len(st.nodes)):
             st.open[i] = any(not st.ds[j] for j in st.pods_on[i])
@@ -706,7 +986,7 @@ def _plan_of(st: _State, nodes: Sequence[NodeShape], pods: Sequence[PodPlacement
     return PackingPlan(
         cluster=nodes[0].cluster if nodes else "", node_pool=nodes[0].node_pool if nodes else "",
         nodes_before=len(nodes), nodes_after=len(nodes) - len(freed), freed_nodes=freed, moves=moves,
-        lower_bound=lower_bound(nodes, pods), hourly_savings_usd=float(st.price[~st.open].sum()),
+        lower_bound=bound, hourly_savings_usd=float(st.price[~st.open].sum()),
         solver=solver, unmovable_pods=int((~st.movable & ~st.ds).sum()),
         assignment={p.key: st.nodes[st.assign[j]].name for j, p in enumerate(st.pods)},
     )

@@ -32,7 +32,8 @@ def pod(name: str, on: str, cpu: float, mem: float = GIB, gpus: int = 0, tier: s
                         owner_kind=owner, owner_name=name, **kw)  # type: ignore[arg-type]
 
 
-FFD_ONLY = PackingSettings(use_cp_sat=False, use_repack=False)
+FFD_ONLY = PackingSettings(use_cp_sat=False, use_repack=False, search_time_s=0)
+SEARCH_ONLY = PackingSettings(use_cp_sat=False, use_repack=False)
 CP = PackingSettings(time_limit_s=5, use_repack=False)
 
 
@@ -58,6 +59,49 @@ def test_repack_frees_what_drain_ffd_cannot_and_keeps_pods_home() -> None:
     assert plan.nodes_after == 2 == plan.lower_bound and plan.solver == "repack"
     assert not check_plan(nodes, pods, plan) and len(plan.moves) <= 3
     assert plan.stats["ffd_nodes_after"] == 3 and plan.stats["repack_nodes_after"] == 2
+
+
+def _blocked_pool() -> tuple[list[NodeShape], list[PodPlacement]]:
+    """n0's whole-GPU pod finds no idle device: n1 and n2 each have one device whole-used by an
+    unmovable pod and one shared (0.3 on n1, 0.6 on n2); n1 and n2 cannot drain."""
+    nodes = [node(f"n{i}", gpus=2, model="T4") for i in range(3)]
+    pods = [pod("j", "n0", 1, gpus=1),
+            pod("w1", "n1", 1, gpus=1, do_not_disrupt=True), pod("k", "n1", 1, frac=0.3),
+            pod("w2", "n2", 1, gpus=1, do_not_disrupt=True), pod("s", "n2", 1, frac=0.6, do_not_disrupt=True)]
+    return nodes, pods
+
+
+def test_the_search_frees_a_node_by_ejecting_a_share_that_blocks_a_device() -> None:
+    nodes, pods = _blocked_pool()
+    assert pack_pool(nodes, pods, FFD_ONLY).freed_nodes == []
+    plan = pack_pool(nodes, pods, SEARCH_ONLY)
+    # k (0.3) joins s on n2's shared device, so n1's device is idle for j: n0 is freed
+    assert plan.freed_nodes == ["n0"] and plan.stats["search_closed"] == 1 and plan.solver == "ffd+search"
+    assert {(m.pod, m.to_node) for m in plan.moves} == {("j", "n1"), ("k", "n2")}
+    assert check_plan(nodes, pods, plan) == []
+
+
+def test_the_search_keeps_within_the_eviction_cap() -> None:
+    nodes, pods = _blocked_pool()
+    # freeing n0 costs two evictions: a cap of 1.5 per node freed leaves the pool as it is
+    plan = pack_pool(nodes, pods, SEARCH_ONLY, max_evictions_per_node_freed=1.5)
+    assert plan.freed_nodes == [] and plan.moves == []
+    assert pack_pool(nodes, pods, SEARCH_ONLY, max_evictions_per_node_freed=2).freed_nodes == ["n0"]
+
+
+def test_pods_swap_back_home() -> None:
+    from recommender.packing import _State, _swap_home
+
+    # a and b filled each other's node: neither fits home alone, the swap puts both back
+    nodes = [node("n0", cpu=4), node("n1", cpu=4)]
+    pods = [pod("a", "n0", 3), pod("b", "n1", 3)]
+    s = _State(nodes, pods, PackingSettings(), {})
+    for j in (0, 1):
+        s._remove(j)
+    s._place(0, 1)
+    s._place(1, 0)
+    assert _swap_home(s) == 1 and list(s.assign) == list(s.orig)
+    assert s.used[:, s.dims.index("cpu")].tolist() == [3, 3]
 
 
 def test_neighbourhood_search_on_a_pool_larger_than_one_neighbourhood() -> None:
@@ -296,3 +340,123 @@ def test_the_lower_bound_counts_devices_and_mixed_node_sizes():
     caps = np.array([[8, 96, 1], [2, 96, 1], [2, 96, 1], [2, 96, 1]], dtype=float)
     assert mixed_pool_lower_bound(caps, (11, 10, 0)) == 3
     assert mixed_pool_lower_bound(caps, (15, 10, 0)) == -1
+
+
+def test_the_device_bound_keeps_small_shares_out_of_the_slivers_big_ones_leave():
+    from gpufinops.capacity import device_lower_bound
+
+    # 0.81 leaves 0.19 on its device: a 0.3 share cannot join either big one (the α = ½ count said 2)
+    assert device_lower_bound(0, [0.81, 0.81, 0.3]) == 3
+    # ...but a 0.19 share can: two devices hold 0.81 + 0.19 and 0.81 + 0.19
+    assert device_lower_bound(0, [0.81, 0.81, 0.19, 0.19]) == 2
+    # shares in (½, 1 − α] still leave their room to the shares of at least α
+    assert device_lower_bound(1, [0.6, 0.6, 0.4, 0.4, 0.3]) == 1 + 3
+
+
+def _min_devices(shares: list[float]) -> int:
+    """Exact bin packing of a few shares into unit devices (every set partition, by recursion)."""
+    best = len(shares)
+
+    def go(k: int, loads: list[float]) -> None:
+        nonlocal best
+        if len(loads) >= best:
+            return
+        if k == len(shares):
+            best = len(loads)
+            return
+        for g in range(len(loads)):
+            if loads[g] + shares[k] <= 1.0 + 1e-9:
+                loads[g] += shares[k]
+                go(k + 1, loads)
+                loads[g] -= shares[k]
+        go(k + 1, [*loads, shares[k]])
+
+    go(0, [])
+    return best
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.05, 0.16, 0.19, 0.25, 0.3, 0.32, 0.34, 0.4, 0.47, 0.5, 0.55, 0.59, 0.65, 0.81, 0.95]),
+                min_size=1, max_size=7), st.integers(0, 3))
+def test_the_device_bound_never_exceeds_an_exact_packing(shares: list[float], whole: int) -> None:
+    from gpufinops.capacity import device_lower_bound
+
+    exact = whole + _min_devices(sorted(shares, reverse=True))
+    l2 = device_lower_bound(whole, shares)
+    assert math.ceil(whole + sum(shares) - 1e-9) <= l2 <= device_lower_bound(whole, shares, pattern_lp=True) <= exact
+
+
+def test_the_pattern_lp_counts_what_no_threshold_sees():
+    from gpufinops.capacity import device_lower_bound, pattern_lp_bound
+
+    # five 0.4 shares: at most two per device, so 2.5 → 3 devices; the volume (and L2) say 2
+    assert device_lower_bound(0, [0.4] * 5) == 2
+    assert pattern_lp_bound([0.4] * 5) == 3 == device_lower_bound(0, [0.4] * 5, pattern_lp=True)
+    # 0.81 and 0.19 pair exactly: the LP finds the perfect packing's count, no more
+    assert pattern_lp_bound([0.81] * 4 + [0.19] * 4) == 4
+    assert pattern_lp_bound([]) == 0
+
+
+def test_plan_snapshot_passes_the_recommenders_eviction_cap() -> None:
+    from datetime import UTC, datetime
+
+    from recommender.model import ClusterSnapshot
+    from recommender.strategies.consolidate import ConsolidateSettings, plan_snapshot
+
+    nodes, pods = _blocked_pool()
+    snap = ClusterSnapshot("c1", datetime(2026, 1, 1, tzinfo=UTC), tuple(nodes), tuple(pods))
+    assert [p.freed_nodes for p in plan_snapshot(snap, SEARCH_ONLY)] == [["n0"]]
+    assert [p.freed_nodes for p in plan_snapshot(snap, SEARCH_ONLY, 1.0)] == [[]]
+    assert ConsolidateSettings().max_evictions_per_node_freed == 20.0  # the bench's cap
+
+
+@st.composite
+def gpu_pools(draw: st.DrawFn) -> tuple[list[NodeShape], list[PodPlacement]]:
+    """GPU nodes of one model with whole and shared GPUs placed device by device, a few pods
+    pinned (do-not-disrupt): the cases where pods block devices and ejections help."""
+    nodes = [node(f"n{i}", cpu=8, gpus=draw(st.sampled_from([2, 4])), model="T4") for i in range(draw(st.integers(3, 6)))]
+    pods: list[PodPlacement] = []
+    for n in nodes:
+        dev, cpu = [1.0] * n.gpu_count, 0.0
+        for j in range(draw(st.integers(1, 5))):
+            c, share = draw(st.sampled_from([1, 2, 3])), draw(st.sampled_from([1.0, 0.3, 0.5, 0.6, 0.81]))
+            fits = [g for g, f in enumerate(dev) if f >= share - 1e-9]
+            if not fits or cpu + c > 8:
+                continue
+            g = min(fits, key=lambda g: dev[g])
+            dev[g] -= share
+            cpu += c
+            pinned = draw(st.integers(0, 4)) == 0
+            pods.append(pod(f"{n.name}p{j}", n.name, c, gpus=1 if share == 1.0 else 0, frac=0.0 if share == 1.0 else share,
+                            do_not_disrupt=pinned))
+    return nodes, pods
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gpu_pools(), st.booleans())
+def test_the_search_and_the_swaps_keep_the_state_exact(pool: tuple, repack_first: bool) -> None:
+    import time
+
+    import numpy as np
+
+    from recommender.packing import _drain_ffd, _empty_nodes, _fewer_evictions, _plan_of, _repack, _State
+
+    nodes, pods = pool
+    cfg = PackingSettings(ejection_tries=6)
+    s = _State(nodes, pods, cfg, {})
+    if not (repack_first and _repack(s, "gpu")):
+        _drain_ffd(s)
+    _empty_nodes(s, cfg, 20, time.monotonic() + 5)
+    _fewer_evictions(s)
+    # the incremental bookkeeping equals a recount from the assignment
+    used = np.zeros_like(s.cap)
+    free = np.where(s.dev_free >= -0.5, 1.0, -1.0)
+    for j in range(len(pods)):
+        assert j in s.pods_on[s.assign[j]] and s.open[s.assign[j]]
+        used[s.assign[j]] += s.req[j]
+        for g in s.devs[j]:
+            free[s.assign[j], g] -= 1.0 if s.whole[j] > 0 else s.frac[j]
+    assert np.allclose(used, s.used) and np.allclose(free, s.dev_free)
+    assert sum(len(x) for x in s.pods_on) == len(pods)
+    plan = _plan_of(s, nodes, pods, "search", 0)
+    assert check_plan(nodes, pods, plan, cfg, {}) == []

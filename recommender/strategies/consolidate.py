@@ -18,15 +18,17 @@ class ConsolidateSettings(StrategySettings):
     max_evictions_per_node_freed: float = Field(default=20.0, gt=0, description="plans that churn more are not proposed")
 
 
-def plan_snapshot(snap: ClusterSnapshot, settings: PackingSettings) -> list[PackingPlan]:
-    """One plan per node pool of the snapshot."""
+def plan_snapshot(snap: ClusterSnapshot, settings: PackingSettings,
+                  max_evictions_per_node_freed: float | None = None) -> list[PackingPlan]:
+    """One plan per node pool of the snapshot (each the best within the eviction cap, when one is given)."""
     pools: dict[str, list] = defaultdict(list)
     for n in snap.nodes:
         pools[n.node_pool or "(none)"].append(n)
     plans = []
     for _pool, nodes in sorted(pools.items()):
         names = {n.name for n in nodes}
-        plans.append(pack_pool(nodes, [p for p in snap.pods if p.node in names], settings, snap.pdb_allowed))
+        plans.append(pack_pool(nodes, [p for p in snap.pods if p.node in names], settings, snap.pdb_allowed,
+                               max_evictions_per_node_freed))
     return plans
 
 
@@ -39,7 +41,7 @@ class ConsolidateNodes(Strategy[ConsolidateSettings]):
     def plan(self, data: RecommenderInput) -> list[Recommendation]:
         out = []
         for snap in data.snapshots:
-            for plan in plan_snapshot(snap, self.settings.packing):
+            for plan in plan_snapshot(snap, self.settings.packing, self.settings.max_evictions_per_node_freed):
                 if not plan.freed_nodes or plan.evictions_per_node_freed > self.settings.max_evictions_per_node_freed:
                     continue
                 pool = plan.node_pool
