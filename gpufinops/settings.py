@@ -125,6 +125,10 @@ class Settings(BaseSettings):
     # GPUFINOPS_DUCKDB_MEMORY_LIMIT, when set, overrides both.
     build_memory_limit: str = "6GB"
     hourly_memory_limit: str = "1536MB"
+    # dbt threads of a full DuckDB build: 1 gives each big query the whole memory_limit (two of the
+    # pod-snapshot queries side by side ran out of 6 GB at 1,000 nodes x 30 days); DuckDB still
+    # runs each query on all its threads. Incremental builds keep profiles.yml's 2.
+    full_build_threads: int = Field(default=1, ge=1)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     currency: CurrencySettings = Field(default_factory=CurrencySettings)
     # Which engine `gpufinops build` runs dbt on (docs/spark.md): duckdb (the warehouse file) or spark

@@ -352,6 +352,8 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
         args = ["build", *common, "--quiet"]
         if full_refresh:
             args.append("--full-refresh")
+            if dbt_target is None:
+                args += ["--threads", str(settings.full_build_threads)]
         # unit tests run after the build: an incremental model's unit test reads the columns of
         # the built model (dbt needs the relation to exist)
         args += ["--exclude-resource-type", "unit_test", *(["seed"] if skip_seeds else [])]
