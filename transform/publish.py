@@ -97,6 +97,9 @@ def _sweep(link: Path, keep: Path | None) -> None:
         if keep is not None and f.name in (keep.name, keep.name + ".wal"):
             continue
         if f.name.endswith((".duckdb", ".duckdb.wal", ".duckdb.tmp")):
+            if f.is_dir():  # DuckDB's spill folder (<file>.tmp) of a build that was killed
+                shutil.rmtree(f, ignore_errors=True)
+                continue
             with contextlib.suppress(FileNotFoundError):
                 f.unlink()
 
