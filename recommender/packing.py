@@ -57,7 +57,7 @@ _HARD_EFFECTS = ("NoSchedule", "NoExecute")
 
 
 class PackingSettings(BaseModel):
-    time_limit_s: float = Field(default=5.0, ge=0, description="CP-SAT improvement budget per node pool")
+    time_limit_s: float = Field(default=3.0, ge=0, description="CP-SAT improvement budget per node pool")
     use_cp_sat: bool = True
     use_repack: bool = Field(default=True, description="also try a best-fit repack of the whole pool as the start")
     allow_serving_moves: bool = False
