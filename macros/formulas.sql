@@ -215,6 +215,22 @@
   cast(floor(ln(greatest({{ value }}, {{ first_bucket }}) / {{ first_bucket }}) / ln({{ var('vpa_histogram_ratio') }})) as integer)
 {%- endmacro %}
 
+{% macro hist_bucket_sums(relation, keys, hist) -%}
+  {#- Per `keys` and bucket b, the summed counts n of the histograms (lists of {b, n}) in column `hist`
+      of `relation`: how histograms of any set of rows merge exactly. -#}
+  {%- set k = keys | join(', ') -%}
+  (select {{ k }}, e.b as b, cast(sum(e.n) as bigint) as n
+   from (select {{ k }}, {{ explode_list(hist) }} as e from {{ relation }}) as x
+   group by {{ k }}, e.b)
+{%- endmacro %}
+
+{% macro hist_list(rows, keys) -%}
+  {#- Per `keys`, the histogram list `hist` (sorted by b) of bucket rows (keys, b, n) such as hist_bucket_sums'. -#}
+  (select {{ keys | join(', ') }}, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as hist
+   from {{ rows }} as r
+   group by {{ keys | join(', ') }})
+{%- endmacro %}
+
 {% macro hist_quantiles(relation, keys, qs, bucket='b', n='n') -%}
   {#- Per `keys`, the nearest-rank quantiles `qs` (dict alias -> q) of the histogram rows of `relation`
       (one row per key and bucket, any number of rows per bucket: they are summed first). -#}

@@ -66,22 +66,19 @@ groups as (
     group by cluster, hour, namespace, workload, container
 ),
 
-cpu_merged as (
-    select cluster, hour, namespace, workload, container, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as cpu_hist
-    from (
-        select cluster, hour, namespace, workload, container, e.b as b, cast(sum(e.n) as bigint) as n
-        from (
-            select k.cluster, k.hour, k.namespace, k.workload, k.container, {{ explode_list('k.cpu_hist') }} as e
-            from keyed as k
-            inner join groups as g
-                on k.cluster = g.cluster and k.hour = g.hour and k.namespace is not distinct from g.namespace
-                and k.workload is not distinct from g.workload and k.container is not distinct from g.container
-            where g.parts > 1
-        ) as x
-        group by cluster, hour, namespace, workload, container, e.b
-    ) as c
-    group by cluster, hour, namespace, workload, container
+split as (
+    -- the rows of the groups held by more than one (pod, file)
+    select k.*
+    from keyed as k
+    inner join groups as g
+        on k.cluster = g.cluster and k.hour = g.hour and k.namespace is not distinct from g.namespace
+        and k.workload is not distinct from g.workload and k.container is not distinct from g.container
+    where g.parts > 1
 ),
+
+{%- set grp = ['cluster', 'hour', 'namespace', 'workload', 'container'] %}
+
+cpu_merged as {{ hist_list(hist_bucket_sums('split', grp, 'cpu_hist'), grp) }},
 
 final as (
     select
@@ -95,7 +92,7 @@ final as (
         g.first_ts,
         g.last_ts,
         g.memory_peak_bytes,
-        coalesce(g.cpu_hist_one, c.cpu_hist, {{ empty_list_of_pairs() }}) as cpu_hist,
+        coalesce(g.cpu_hist_one, c.hist, {{ empty_list_of_pairs() }}) as cpu_hist,
         coalesce(m.memory_hist, {{ empty_list_of_pairs() }}) as memory_hist
     from groups as g
     left join cpu_merged as c

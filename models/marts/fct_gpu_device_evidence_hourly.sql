@@ -46,25 +46,9 @@ split as (
     where d.parts > 1
 ),
 
-util_merged as (
-    select {{ key | join(', ') }}, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as util_hist
-    from (
-        select {{ key | join(', ') }}, e.b as b, cast(sum(e.n) as bigint) as n
-        from (select {{ key | join(', ') }}, {{ explode_list('util_hist') }} as e from split) as x
-        group by {{ key | join(', ') }}, e.b
-    ) as u
-    group by {{ key | join(', ') }}
-),
+util_merged as {{ hist_list(hist_bucket_sums('split', key, 'util_hist'), key) }},
 
-fb_merged as (
-    select {{ key | join(', ') }}, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as fb_hist
-    from (
-        select {{ key | join(', ') }}, e.b as b, cast(sum(e.n) as bigint) as n
-        from (select {{ key | join(', ') }}, {{ explode_list('fb_hist') }} as e from split) as x
-        group by {{ key | join(', ') }}, e.b
-    ) as f
-    group by {{ key | join(', ') }}
-),
+fb_merged as {{ hist_list(hist_bucket_sums('split', key, 'fb_hist'), key) }},
 
 workloads as (
     -- samples carry the pod's name: its workload (a reused name: the newest UID's)
@@ -89,8 +73,8 @@ final as (
         d.fb_used_mean_mib,
         d.fb_used_max_mib,
         d.fb_total_mib,
-        coalesce(d.util_hist_one, um.util_hist, {{ empty_list_of_pairs() }}) as util_hist,
-        coalesce(d.fb_hist_one, fm.fb_hist, {{ empty_list_of_pairs() }}) as fb_hist
+        coalesce(d.util_hist_one, um.hist, {{ empty_list_of_pairs() }}) as util_hist,
+        coalesce(d.fb_hist_one, fm.hist, {{ empty_list_of_pairs() }}) as fb_hist
     from per_device as d
     left join util_merged as um
         on {% for k in key %}d.{{ k }} is not distinct from um.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}

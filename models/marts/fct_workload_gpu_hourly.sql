@@ -54,31 +54,21 @@ stats as (
     group by cluster, namespace, workload, hour
 ),
 
+{%- set wh = ['cluster', 'namespace', 'workload', 'hour'] %}
+
 util_rows as (
     -- every device's histogram exploded once and summed per workload-hour and bucket; the merged
     -- lists and the quantiles are both read off these rows
-    select cluster, namespace, workload, hour, e.b as b, cast(sum(e.n) as bigint) as n
-    from (select cluster, namespace, workload, hour, {{ explode_list('util_hist') }} as e from devices) as u
-    group by cluster, namespace, workload, hour, e.b
+    select * from {{ hist_bucket_sums('devices', wh, 'util_hist') }} as u
 ),
 
 fb_rows as (
-    select cluster, namespace, workload, hour, e.b as b, cast(sum(e.n) as bigint) as n
-    from (select cluster, namespace, workload, hour, {{ explode_list('fb_hist') }} as e from devices) as f
-    group by cluster, namespace, workload, hour, e.b
+    select * from {{ hist_bucket_sums('devices', wh, 'fb_hist') }} as f
 ),
 
-util_merged as (
-    select cluster, namespace, workload, hour, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as util_hist
-    from util_rows
-    group by cluster, namespace, workload, hour
-),
+util_merged as {{ hist_list('util_rows', wh) }},
 
-fb_merged as (
-    select cluster, namespace, workload, hour, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as fb_hist
-    from fb_rows
-    group by cluster, namespace, workload, hour
-),
+fb_merged as {{ hist_list('fb_rows', wh) }},
 
 util_q as {{ hist_quantiles('util_rows', ['cluster', 'namespace', 'workload', 'hour'], {'p50': 0.5, 'p95': 0.95}) }},
 
@@ -118,8 +108,8 @@ final as (
         {{ fb_bucket_value('fq.p95') }} as fb_used_p95_mib,
         s.fb_used_max_mib,
         s.fb_total_mib,
-        coalesce(um.util_hist, {{ empty_list_of_pairs() }}) as util_hist,
-        coalesce(fm.fb_hist, {{ empty_list_of_pairs() }}) as fb_hist
+        coalesce(um.hist, {{ empty_list_of_pairs() }}) as util_hist,
+        coalesce(fm.hist, {{ empty_list_of_pairs() }}) as fb_hist
     from workload_hours as w
     left join stats as s
         on w.cluster = s.cluster and w.namespace = s.namespace and w.workload = s.workload and w.hour = s.hour
