@@ -34,7 +34,7 @@ import yaml
 from gpufinops.errors import ConfigError
 from gpufinops.project import PROJECT_DIR
 
-__all__ = ["ROLLUPS", "Rollup", "rollup_of", "spec_digest", "lake_digest", "compute", "mirror",
+__all__ = ["ROLLUPS", "Rollup", "spec_digest", "lake_digest", "compute", "mirror",
            "ensure_rollups", "write_lake_digest", "has_raw_files", "rollup_sql", "SPEC_FILE"]
 
 SPEC_FILE = "_rollups.json"
@@ -56,19 +56,16 @@ ROLLUPS: dict[str, Rollup] = {
 }
 
 
-def rollup_of(table: str) -> Rollup | None:
-    return ROLLUPS.get(table)
-
-
 class _Adapter:
-    """``adapter.dispatch`` of plain Jinja: the DuckDB body of a macro, else its default."""
+    """``adapter.dispatch`` of plain Jinja: the DuckDB body of a macro, else its default. The template
+    module exists only once the template is made, so it is looked up at dispatch."""
 
-    def __init__(self, module: Any):
-        self._module = module
+    def __init__(self, holder: dict[str, Any]):
+        self._holder = holder
 
     def dispatch(self, name: str, _package: str | None = None) -> Callable[..., str]:
         for candidate in (f"duckdb__{name}", f"default__{name}"):
-            macro = getattr(self._module, candidate, None)
+            macro = getattr(self._holder["module"], candidate, None)
             if macro is not None:
                 return macro
         raise ConfigError(f"macros: no duckdb__ or default__ body of '{name}' in {', '.join(_MACRO_FILES)}")
@@ -96,7 +93,7 @@ def _rendered(project_dir: Path) -> dict[str, str]:
     env = jinja2.Environment(extensions=["jinja2.ext.do"], undefined=jinja2.StrictUndefined)
     source = "\n".join((project_dir / "macros" / f).read_text() for f in _MACRO_FILES)
     holder: dict[str, Any] = {}
-    env.globals.update(var=var, exceptions=_Exceptions, adapter=_AdapterProxy(holder), **{"return": lambda v: v})
+    env.globals.update(var=var, exceptions=_Exceptions, adapter=_Adapter(holder), **{"return": lambda v: v})
     module = env.from_string(source).module
     holder["module"] = module
     out = {}
@@ -104,16 +101,6 @@ def _rendered(project_dir: Path) -> dict[str, str]:
         macro = getattr(module, r.macro)
         out[table] = str(macro(_BATCH)).strip()
     return out
-
-
-class _AdapterProxy:
-    """The module exists only after the template is made; dispatch looks it up then."""
-
-    def __init__(self, holder: dict[str, Any]):
-        self._holder = holder
-
-    def dispatch(self, name: str, package: str | None = None) -> Callable[..., str]:
-        return _Adapter(self._holder["module"]).dispatch(name, package)
 
 
 def rollup_sql(table: str, project_dir: Path = PROJECT_DIR) -> str:
