@@ -1,7 +1,10 @@
 """Atomic publish of a warehouse build (layout in ``gpufinops.warehouse``).
 
 A build takes the build lock, writes a new version file beside the live one (a copy of it for an
-incremental build), and, once dbt succeeded, renames a new symlink over ``warehouse.duckdb``. Until
+incremental build), and, once dbt succeeded, renames a new symlink over ``warehouse.duckdb``. A dbt
+build writes the new version under one fixed name (``warehouse.d/_building.duckdb``, :data:`STAGE`)
+that is renamed to ``<version>.duckdb`` at publish: dbt's profile (the DuckDB path) is then the same
+in every build, so dbt can reuse its saved parse (partial parsing) instead of parsing the project again. Until
 that rename the live warehouse is untouched, so a build that fails or is killed (SIGKILL) at any point
 leaves it as it was; the next build sweeps what the dead one left in ``warehouse.d``.
 """
@@ -22,7 +25,10 @@ from pathlib import Path
 from gpufinops.errors import Conflict
 from gpufinops.warehouse import live_file, lock_path, versions_dir
 
-__all__ = ["BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard"]
+__all__ = ["STAGE", "BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard"]
+
+
+STAGE = "_building.duckdb"  # the fixed name a dbt build writes its version under (renamed at publish)
 
 
 class BuildLocked(Conflict):
@@ -104,14 +110,15 @@ def _sweep(link: Path, keep: Path | None) -> None:
                 f.unlink()
 
 
-def prepare(link: Path, version: str, *, copy: bool) -> tuple[Path, float]:
+def prepare(link: Path, version: str, *, copy: bool, stage: bool = False) -> tuple[Path, float]:
     """The new version file (a copy of the live one when ``copy``), after sweeping what killed builds
-    left; (path, seconds the copy took)."""
+    left; (path, seconds the copy took). ``stage``: under the fixed name :data:`STAGE`, which
+    :func:`publish` renames to ``<version>.duckdb``."""
     folder = versions_dir(link)
     folder.mkdir(parents=True, exist_ok=True)
     live = live_file(link) if link.exists() else None
     _sweep(link, live if live is not None and live.parent == folder else None)
-    new = folder / f"{version}.duckdb"
+    new = folder / (STAGE if stage else f"{version}.duckdb")
     took = 0.0
     if copy and live is not None and live.is_file():
         started = time.monotonic()
@@ -133,13 +140,19 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def publish(link: Path, new: Path) -> None:
-    """Make ``new`` the live warehouse: a symlink renamed over ``link`` (atomic), then sweep the rest."""
+def publish(link: Path, new: Path, version: str | None = None) -> Path:
+    """Make ``new`` the live warehouse: a symlink renamed over ``link`` (atomic), then sweep the rest.
+    ``version``: first rename ``new`` (a staged build, :data:`STAGE`) to ``<version>.duckdb``. Returns
+    the published file."""
     wal = new.with_name(new.name + ".wal")
     if wal.exists():  # dbt-duckdb closes (and so checkpoints) its database; make sure of it
         import duckdb
 
         duckdb.connect(str(new)).close()
+    if version is not None and new.name != f"{version}.duckdb":
+        final = new.with_name(f"{version}.duckdb")
+        os.replace(new, final)  # closed and checkpointed: the file is the whole database
+        new = final
     _fsync(new)
     tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
     with contextlib.suppress(FileNotFoundError):
@@ -150,6 +163,7 @@ def publish(link: Path, new: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         link.with_name(link.name + ".wal").unlink()  # a plain file's WAL from before atomic publish
     _sweep(link, new)
+    return new
 
 
 def discard(new: Path) -> None:

@@ -280,14 +280,14 @@ def _build(settings: Settings, link: Path, work: Path, version: str, *, full_ref
                     else "no record of the seeds this warehouse was built with: full rebuild")
             _log.warning("%s (%s)", note, link)
     invariants_only = not (full_refresh or select or all_tests or settings.hourly_tests == "all")
-    target, copy_seconds = prepare(link, version, copy=not full_refresh)
+    target, copy_seconds = prepare(link, version, copy=not full_refresh, stage=True)
     try:
         result = _dbt(settings, work, target, variables, full_refresh=full_refresh, select=select,
                       skip_seeds=skip_seeds, unit_tests=unit_tests, invariants_only=invariants_only)
     except BaseException:
         discard(target)
         raise
-    publish(link, target)
+    publish(link, target, version)
     if not select:
         (work / _SEED_STATE).write_text(json.dumps({"version": version, "digest": digest}))
     result.warehouse, result.note, result.version, result.copy_seconds = link, note, version, copy_seconds
