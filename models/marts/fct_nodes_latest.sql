@@ -20,7 +20,7 @@ latest as (
 prices as (
     select cluster, node, {{ arg_max('usd_per_hour', 'hour') }} as usd_per_hour, {{ arg_max('price_source', 'hour') }} as price_source
     from {{ ref('fct_node_hourly') }}
-    where hour >= (select {{ dbt.dateadd('hour', -3, 'max(hour)') }} from {{ ref('fct_node_hourly') }})
+    where hour >= {{ newest_minus_hours(ref('fct_node_hourly'), 3) }}
     group by cluster, node
 ),
 

@@ -33,7 +33,8 @@ placed as (
 allocation as (
     select cluster, pod_uid, {{ arg_max('gpu_equiv', 'hour') }} as gpu_equiv, {{ arg_max('gpu_resource', 'hour') }} as gpu_resource
     from {{ ref('int_pod_allocation_hourly') }}
-    where hour >= (select {{ dbt.dateadd('hour', -3, 'max(hour)') }} from {{ ref('int_pod_allocation_hourly') }})
+    -- int_pods_hourly: the view's left-most table, the same newest hour
+    where hour >= {{ newest_minus_hours(ref('int_pod_allocation_hourly'), 3, probe=ref('int_pods_hourly')) }}
     group by cluster, pod_uid
 ),
 

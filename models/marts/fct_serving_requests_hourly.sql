@@ -7,15 +7,22 @@ with counters as (
     select * from {{ ref('int_serving_counters_hourly') }}
 ),
 
+serving_namespaces as (
+    select distinct cluster, namespace from counters
+),
+
 pods as (
+    -- only the pod-hours of namespaces that serve: the join below matches no other
     select
-        cluster, hour, namespace, pod,
-        max(workload_kind) as workload_kind,
-        max(workload) as workload,
-        max(team) as team,
-        max(tenant) as tenant,
-        max(tier) as tier
-    from {{ ref('fct_gpu_allocation_hourly') }}
+        a.cluster, a.hour, a.namespace, a.pod,
+        max(a.workload_kind) as workload_kind,
+        max(a.workload) as workload,
+        max(a.team) as team,
+        max(a.tenant) as tenant,
+        max(a.tier) as tier
+    from {{ ref('fct_gpu_allocation_hourly') }} as a
+    inner join serving_namespaces as n
+        on a.cluster = n.cluster and a.namespace = n.namespace
     group by 1, 2, 3, 4
 ),
 

@@ -1,6 +1,6 @@
 -- Serving unit economics per (day, cluster, namespace, workload, model): requests, tokens and the
 -- workload's chargeback that day, giving cost per 1k requests and per 1M tokens.
---   direct_cost_usd / idle_cost_usd   Σ fct_gpu_allocation_hourly of the workload's pods;
+--   direct_cost_usd / idle_cost_usd   Σ of the workload's pods that day (fct_workload_daily);
 --   shared_cost_usd / unallocated_share_usd  the workload's part of its namespace's fct_showback_daily
 --                                     shares (shared namespaces + fixed overhead, the unallocated
 --                                     share), in proportion to its direct cost in the namespace;
@@ -23,13 +23,14 @@ with requests_daily as (
 ),
 
 workload_cost as (
+    -- the daily per-workload mart (Σ of fct_gpu_allocation_hourly per day): ~70× fewer rows to read
     select
-        cast({{ dbt.date_trunc('day', 'hour') }} as date) as day,
+        cast(day as date) as day,
         cluster, namespace, workload_kind, workload,
         sum(total_cost_usd) as direct_cost_usd,
         sum(idle_cost_usd) as idle_cost_usd,
         sum(gpu_hours) as gpu_hours
-    from {{ ref('fct_gpu_allocation_hourly') }}
+    from {{ ref('fct_workload_daily') }}
     group by 1, 2, 3, 4, 5
 ),
 
