@@ -47,7 +47,7 @@ from ingest import rollups
 from ingest.quality.gate import OnFailure, QualityGate, write_quarantine
 from ingest.schema import TABLES, TS, LandingTable, get_table
 
-__all__ = ["LakeWriter", "LakeRun", "RunRecord", "conform", "list_runs", "partition_files", "run_is_alive",
+__all__ = ["LakeWriter", "LakeRun", "RunRecord", "conform", "lake_clusters", "list_runs", "partition_files", "run_is_alive",
            "encode_name", "decode_name", "upgrade_layout", "LAYOUT_VERSION"]
 
 _STAGING = "_staging"
@@ -673,3 +673,14 @@ def partition_files(root: Path | str, table: str, *, cluster: str | None = None)
         return []
     pattern = f"cluster={_safe(cluster)}/day=*/*.parquet" if cluster else "cluster=*/day=*/*.parquet"
     return sorted(base.glob(pattern))
+
+
+FLEET_TABLES = ("k8s_pods", "k8s_nodes", "k8s_namespaces", "gpu_samples", "container_usage")
+
+
+def lake_clusters(root: Path | str, tables: tuple[str, ...] = FLEET_TABLES) -> list[str]:
+    """Every cluster with a partition folder (``<table>/cluster=<c>``) in one of the fleet's tables
+    (the Kubernetes snapshots, DCGM and usage samples: not the price list's ``_global``)."""
+    base = Path(root)
+    return sorted({decode_name(d.name.split("=", 1)[1]) for t in tables for d in (base / t).glob("cluster=*")
+                   if d.is_dir()})

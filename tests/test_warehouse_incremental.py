@@ -101,10 +101,28 @@ def builds(tmp_path_factory):
     return inc, incremental, full
 
 
-def test_incremental_build_equals_a_full_build_row_for_row(builds):
-    inc, result, full = builds
-    assert result.success and not result.full_refresh and result.note is None
-    assert result.count("seed") == 0  # seed files unchanged since the full build: not reloaded
+@pytest.fixture(scope="module")
+def second(builds, tmp_path_factory):
+    """A second incremental build on a copy of the first, after two more hours of c1 and one of c2:
+    now every cluster of the lake has rows in the marts, so the window gets its constant bound
+    (macro incremental_since)."""
+    from transform import run_build
+
+    inc, _, _ = builds
+    home = tmp_path_factory.mktemp("again") / "home"
+    shutil.copytree(inc.home, home, symlinks=True)
+    again = Settings(home=home)
+    lake.write_small_lake(again.lake_dir, start=lake.T0 + timedelta(hours=16), hours=2)
+    lake.write_small_lake(again.lake_dir, start=lake.T0 - timedelta(hours=23), hours=1, cluster="c2")
+    _write_serving(again.lake_dir, 16, 18)
+    result = run_build(again)
+    full = Settings(home=tmp_path_factory.mktemp("full-again"))
+    shutil.copytree(again.lake_dir, full.lake_dir)
+    run_build(full, full_refresh=True)
+    return again, result, full
+
+
+def _assert_same_tables(inc: Settings, full: Settings) -> None:
     got, want = _tables(inc.warehouse_path), _tables(full.warehouse_path)
     assert set(got) == set(want)
     assert {"fct_gpu_allocation_hourly", "fct_node_hourly", "fct_showback_daily", "fct_workload_daily",
@@ -114,6 +132,23 @@ def test_incremental_build_equals_a_full_build_row_for_row(builds):
         assert len(g) == len(w), (name, len(g), len(w))
         for rg, rw in zip(g, w, strict=True):
             assert all(_same(a, b) for a, b in zip(rg, rw, strict=True)), (name, rg, rw)
+
+
+def test_incremental_build_equals_a_full_build_row_for_row(builds):
+    inc, result, full = builds
+    assert result.success and not result.full_refresh and result.note is None
+    assert result.count("seed") == 0  # seed files unchanged since the full build: not reloaded
+    _assert_same_tables(inc, full)
+
+
+def test_a_window_bounded_by_one_constant_still_equals_a_full_build(second):
+    again, result, full = second
+    assert result.success and not result.full_refresh
+    compiled = (Path(again.home) / "dbt" / "target" / "compiled" / "gpufinops" / "models" / "marts"
+                / "fct_gpu_allocation_hourly.sql").read_text()
+    # the constant bound (c2's newest hour less the lookback: the older cutoff) before the per-cluster CASE
+    assert "where src.hour >= (cast('2026-11-01 10:00:00' as timestamp) - " in compiled, compiled[:800]
+    _assert_same_tables(again, full)
 
 
 def test_the_new_hours_and_the_late_cluster_are_in(builds):

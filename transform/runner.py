@@ -71,9 +71,14 @@ class BuildResult:
 
 def dbt_vars(settings: Settings) -> dict[str, Any]:
     """The dbt vars the models read, from Settings (see dbt_project.yml for their meaning)."""
+    from ingest.lake import lake_clusters
+
     cost = settings.cost
     return {
         "lake_root": str(Path(settings.lake_dir).resolve()),
+        # every cluster the lake holds: lets an incremental model bound its window by one constant
+        # (macro incremental_since) when no cluster is new to it
+        "lake_clusters": lake_clusters(settings.lake_dir),
         "snapshot_interval_s": settings.snapshot_interval_s,
         "coverage_cap_factor": settings.coverage_cap_factor,
         "split_method": cost.split_method,

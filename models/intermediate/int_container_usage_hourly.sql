@@ -7,7 +7,7 @@ with parts as (
     select *
     from {{ landing_input('stg_usage__container_hourly', 'container_usage_hourly') }} as src
     {%- if is_incremental() %}
-    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+    where {{ incremental_since('src.hour') }}
     {%- endif %}
 ),
 

@@ -9,7 +9,7 @@ with parts as (
     select *
     from {{ landing_input('stg_dcgm__gpu_hourly', 'gpu_samples_hourly') }} as src
     {%- if is_incremental() %}
-    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+    where {{ incremental_since('src.hour') }}
     {%- endif %}
 ),
 

@@ -9,7 +9,7 @@ with nodes as {{ not_materialized() }} (
     select * from {{ landing_input('stg_k8s__nodes', 'k8s_nodes') }} as src
     {%- if is_incremental() %}
     -- a snapshot up to one cap before the first rebuilt hour can still cover into it
-    where src.snapshot_ts >= {{ incremental_cutoff_sql('hour', 'src.cluster') }} - {{ hours_interval(cap_h) }}
+    where {{ incremental_since('src.snapshot_ts', 'hour', minus_hours=cap_h) }}
     {%- endif %}
 ),
 
@@ -29,7 +29,7 @@ joined as (
     inner join snapshot_hours as h
         on n.cluster = h.cluster and n.snapshot_ts = h.snapshot_ts
     {%- if is_incremental() %}
-    where h.hour >= {{ incremental_cutoff_sql('hour', 'h.cluster') }}
+    where {{ incremental_since('h.hour', 'hour', 'h.cluster') }}
     {%- endif %}
 ),
 

@@ -10,7 +10,7 @@
 with pods as {{ not_materialized() }} (
     select * from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'last_seen') }} as src
     {%- if is_incremental() %}
-    where src.snapshot_ts >= {{ incremental_cutoff_sql('last_seen', 'src.cluster') }}
+    where {{ incremental_since('src.snapshot_ts', 'last_seen') }}
     {%- endif %}
 ),
 

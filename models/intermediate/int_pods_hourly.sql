@@ -10,7 +10,7 @@ with pods as (
     from {{ landing_input('stg_k8s__pods', 'k8s_pods') }} as src
     where coalesce(src.phase, 'Unknown') not in ('Succeeded', 'Failed')
     {%- if is_incremental() %}
-      and src.snapshot_ts >= {{ incremental_cutoff_sql('hour', 'src.cluster') }} - {{ hours_interval(cap_h) }}
+      and {{ incremental_since('src.snapshot_ts', 'hour', minus_hours=cap_h) }}
     {%- endif %}
 ),
 
@@ -28,7 +28,7 @@ joined as (
     inner join snapshot_hours as h
         on p.cluster = h.cluster and p.snapshot_ts = h.snapshot_ts
     {%- if is_incremental() %}
-    where h.hour >= {{ incremental_cutoff_sql('hour', 'h.cluster') }}
+    where {{ incremental_since('h.hour', 'hour', 'h.cluster') }}
     {%- endif %}
 ),
 

@@ -13,14 +13,14 @@
 with node_snapshots as (
     select distinct src.cluster, src.snapshot_ts from {{ landing_input('stg_k8s__nodes', 'k8s_nodes', 'snapshot_ts') }} as src
     {%- if is_incremental() %}
-    where src.snapshot_ts >= {{ incremental_cutoff_sql('snapshot_ts', 'src.cluster') }}
+    where {{ incremental_since('src.snapshot_ts', 'snapshot_ts') }}
     {%- endif %}
 ),
 
 pod_snapshots as (
     select distinct src.cluster, src.snapshot_ts from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'snapshot_ts') }} as src
     {%- if is_incremental() %}
-    where src.snapshot_ts >= {{ incremental_cutoff_sql('snapshot_ts', 'src.cluster') }}
+    where {{ incremental_since('src.snapshot_ts', 'snapshot_ts') }}
     {%- endif %}
 ),
 

@@ -33,39 +33,9 @@ bill_days as (
     select distinct day, provider from bill_lines
 ),
 
-pod_hours as (
-    select
-        cast({{ dbt.date_trunc('day', 'a.hour') }} as date) as day,
-        a.*,
-        case when a.gpu_resource like 'nvidia.com/mig-%'
-             then coalesce(s.mig_count_request, 0) * a.covered_hours end as mig_slice_hours
-    from {{ ref('fct_gpu_allocation_hourly') }} as a
-    left join {{ ref('int_pod_specs') }} as s
-        on a.cluster = s.cluster and a.pod_uid = s.pod_uid
-),
-
 groups as (
-    select
-        day,
-        cluster,
-        node,
-        namespace,
-        workload_kind,
-        workload,
-        max(team) as team,
-        max(tenant) as tenant,
-        max(tier) as tier,
-        bool_or(is_shared_namespace) as is_shared,
-        sum(gpu_hours) as gpu_hours,
-        sum(mig_slice_hours) as mig_slice_hours,
-        sum({{ billed_unit_hours('cpu_request', 'cpu_usage_cores', 'covered_hours') }}) as vcpu_hours,
-        sum({{ billed_unit_hours('memory_request_gib', 'memory_usage_gib', 'covered_hours') }}) as gib_hours,
-        sum(gpu_cost_usd) as gpu_cost_usd,
-        sum(cpu_cost_usd) as cpu_cost_usd,
-        sum(memory_cost_usd) as memory_cost_usd,
-        sum(total_cost_usd) as direct_cost_usd
-    from pod_hours
-    group by 1, 2, 3, 4, 5, 6
+    -- per (day, cluster, node, namespace, workload): usage and cost (int_workload_node_daily)
+    select * from {{ ref('int_workload_node_daily') }}
 ),
 
 shares as (

@@ -6,7 +6,7 @@
 with costs as (
     select * from {{ ref('int_pod_costs_hourly') }} as src
     {%- if is_incremental() %}
-    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+    where {{ incremental_since('src.hour') }}
     {%- endif %}
 ),
 

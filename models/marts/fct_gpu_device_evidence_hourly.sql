@@ -17,7 +17,7 @@ with parts as (
     from {{ landing_input('stg_dcgm__gpu_hourly', 'gpu_samples_hourly') }} as src
     where src.pod is not null
     {%- if is_incremental() %}
-      and src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+      and {{ incremental_since('src.hour') }}
     {%- endif %}
 ),
 

@@ -8,7 +8,7 @@
 with nodes as (
     select * from {{ ref('int_node_costs_hourly') }} as src
     {%- if is_incremental() %}
-    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+    where {{ incremental_since('src.hour') }}
     {%- endif %}
 ),
 
@@ -27,7 +27,7 @@ pods as (
         count(*) as pods
     from {{ ref('fct_gpu_allocation_hourly') }} as src
     {%- if is_incremental() %}
-    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+    where {{ incremental_since('src.hour') }}
     {%- endif %}
     group by cluster, hour, node
 ),

@@ -9,7 +9,7 @@
 with nodes as {{ not_materialized() }} (
     select * from {{ landing_input('stg_k8s__nodes', 'k8s_nodes', 'snapshot_ts') }} as src
     {%- if is_incremental() %}
-    where src.snapshot_ts >= {{ incremental_cutoff_sql('snapshot_ts', 'src.cluster') }}
+    where {{ incremental_since('src.snapshot_ts', 'snapshot_ts') }}
     {%- endif %}
 ),
 

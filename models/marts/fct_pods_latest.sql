@@ -10,7 +10,7 @@
 with pods as {{ not_materialized() }} (
     select * from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'snapshot_ts') }} as src
     {%- if is_incremental() %}
-    where src.snapshot_ts >= {{ incremental_cutoff_sql('snapshot_ts', 'src.cluster') }}
+    where {{ incremental_since('src.snapshot_ts', 'snapshot_ts') }}
     {%- endif %}
 ),
 

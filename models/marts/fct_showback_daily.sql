@@ -19,7 +19,7 @@
 {%- endif %}
 
 {%- set since_day -%}
-    {%- if is_incremental() %} where src.hour >= {{ dbt.date_trunc('day', incremental_cutoff_sql('day', 'src.cluster')) }}{%- endif %}
+    {%- if is_incremental() %} where {{ incremental_since('src.hour', 'day', day=true) }}{%- endif %}
 {%- endset %}
 
 with allocation as (

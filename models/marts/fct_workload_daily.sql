@@ -10,7 +10,7 @@
 with allocation as (
     select * from {{ ref('fct_gpu_allocation_hourly') }} as src
     {%- if is_incremental() %}
-    where src.hour >= {{ dbt.date_trunc('day', incremental_cutoff_sql('day', 'src.cluster')) }}
+    where {{ incremental_since('src.hour', 'day', day=true) }}
     {%- endif %}
 ),
 

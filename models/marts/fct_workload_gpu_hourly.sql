@@ -10,14 +10,14 @@ with allocation as (
     select * from {{ ref('fct_gpu_allocation_hourly') }} as src
     where src.gpu_hours > 0
     {%- if is_incremental() %}
-      and src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+      and {{ incremental_since('src.hour') }}
     {%- endif %}
 ),
 
 devices as (
     select * from {{ ref('fct_gpu_device_evidence_hourly') }} as src
     {%- if is_incremental() %}
-    where src.hour >= {{ incremental_cutoff_sql('hour', 'src.cluster') }}
+    where {{ incremental_since('src.hour') }}
     {%- endif %}
 ),
 
