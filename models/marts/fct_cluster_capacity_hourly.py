@@ -19,6 +19,8 @@ nodes with at least one non-system pod; the cluster's value is the sum over pool
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 
@@ -126,20 +128,28 @@ def _lower_bound(nodes: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
     return pools.groupby(["cluster", "hour"])[["nodes_in_use", "nodes_lower_bound"]].sum().reset_index()
 
 
-def _since_filter(dbt, session, lookback_hours: float) -> str | None:
+def _since_filter(dbt, session, lookback_hours: float, lake_clusters: list[str] | None) -> str | None:
     """Incremental run: a SQL filter keeping each cluster's hours from its newest hour in the target
     minus the lookback (a cluster not in the target yet: all of its hours), like the SQL models'
-    ``incremental_cutoff_sql``. Every output row depends only on its own (cluster, hour), so
-    rebuilding those hours gives the rows a full build gives."""
+    ``incremental_since``: when every cluster of the lake is in the target, the oldest cutoff is
+    added as a constant bound, the only part the engine can push into the scans below the views.
+    Every output row depends only on its own (cluster, hour), so rebuilding those hours gives the
+    rows a full build gives."""
     if not dbt.is_incremental:
         return None
     lookback_us = int(round(lookback_hours * 3600e6))
-    rows = _rows(session.sql(f"select cluster, max(hour) from {dbt.this} group by cluster"))
+    rows = [(c, h) for c, h in _rows(session.sql(f"select cluster, max(hour) from {dbt.this} group by cluster"))
+            if h is not None]
     cases = " ".join(
         f"when cluster = '{str(c).replace(chr(39), chr(39) * 2)}' then timestamp '{h}' - interval '{lookback_us} microseconds'"
-        for c, h in rows if h is not None
+        for c, h in rows
     )
-    return f"hour >= (case {cases} else timestamp '0001-01-01 00:00:00' end)" if cases else None
+    if not cases:
+        return None
+    since = f"hour >= (case {cases} else timestamp '0001-01-01 00:00:00' end)"
+    if lake_clusters is not None and set(lake_clusters) <= {c for c, _ in rows}:
+        since = f"hour >= timestamp '{min(h for _, h in rows)}' - interval '{lookback_us} microseconds' and {since}"
+    return since
 
 
 # The same code runs on DuckDB (dbt-duckdb: relations) and Spark (transform/spark.py's session
@@ -182,7 +192,8 @@ def _split_top(exprs: str) -> list[str]:
 
 
 def model(dbt, session):
-    since = _since_filter(dbt, session, float(dbt.config.meta_get("incremental_lookback_hours")))
+    since = _since_filter(dbt, session, float(dbt.config.meta_get("incremental_lookback_hours")),
+                          json.loads(dbt.config.meta_get("lake_clusters") or "null"))
 
     def rel(r):
         return r.filter(since) if since else r
