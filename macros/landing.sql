@@ -211,6 +211,46 @@
 {%- endmacro %}
 
 
+{% macro late_window_since(column, late_table, time_column='hour', cluster='src.cluster') -%}
+  {#- incremental_since for a model of a source that can land late (a serving back-fill): each
+      cluster's window starts at the earlier of its usual cutoff and the hour of the oldest window
+      start of the `late_table` runs landed since the live version was built (table _late_windows,
+      written by the runner). Same constant bound as incremental_since when every lake cluster is
+      in the target. Unit tests (prune_partitions off) read the usual cutoff from the mocked `this`. -#}
+  {%- if not (var('prune_partitions') and execute) -%}
+    {{ column }} >= {{ incremental_cutoff_sql(time_column, cluster) }}
+  {%- else -%}
+    {%- set dt = modules.datetime -%}
+    {%- set lookback = dt.timedelta(hours=var('incremental_lookback_hours')) -%}
+    {%- set starts = {} -%}
+    {%- for row in incremental_watermarks(time_column) -%}
+      {%- do starts.update({row[0]: dt.datetime.fromisoformat(row[1][:19]) - lookback}) -%}
+    {%- endfor -%}
+    {%- set late = adapter.get_relation(database=target_database(), schema=target.schema, identifier='_late_windows') -%}
+    {%- if late is not none -%}
+      {%- set res = run_query("select cluster, cast(min(since) as string) from " ~ late ~ " where table_name = '" ~ late_table ~ "' group by cluster") -%}
+      {%- for row in res.rows if row[0] in starts -%}
+        {%- set hour = dt.datetime.fromisoformat(row[1][:19]).replace(minute=0, second=0, microsecond=0) -%}
+        {%- if hour < starts[row[0]] -%}{%- do starts.update({row[0]: hour}) -%}{%- endif -%}
+      {%- endfor -%}
+    {%- endif -%}
+    {%- if starts | length == 0 -%}
+    {{ column }} >= cast('1970-01-01 00:00:00' as timestamp)
+    {%- else -%}
+      {%- set clusters = var('lake_clusters', none) -%}
+      {%- if clusters is not none and clusters | reject('in', starts) | list | length == 0 -%}
+    {{ column }} >= cast('{{ starts.values() | min }}' as timestamp) and
+      {%- endif %}
+    {{ column }} >= (case
+      {%- for c, t in starts.items() %}
+      when {{ cluster }} = '{{ c | replace("'", "''") }}' then cast('{{ t }}' as timestamp)
+      {%- endfor %}
+      else cast('1970-01-01 00:00:00' as timestamp) end)
+    {%- endif -%}
+  {%- endif -%}
+{%- endmacro %}
+
+
 {% macro newest_minus_hours(relation, hours, probe=none, time_column='hour') -%}
   {#- The newest `time_column` of `relation` minus `hours`, for a "the last hours" filter. In a real
       run it is read once and inlined as a literal: a scalar subquery in a filter keeps DuckDB from

@@ -2,6 +2,18 @@
     implementation (docs/spark.md). The models call only these (and portable SQL): tests/test_spark_equivalence.py
     checks that no DuckDB-only function is left in models/, and that both engines build equal marts. -#}
 
+{% macro last_by(value, ordering) -%}
+  {#- `value` at the row of the largest `ordering`, null values included (arg_max skips them): what
+      lag() over that ordering would hand the next row. -#}
+  {{ return(adapter.dispatch('last_by', 'gpufinops')(value, ordering)) }}
+{%- endmacro %}
+{% macro duckdb__last_by(value, ordering) -%}
+  arg_max(struct_pack(v := {{ value }}), {{ ordering }}).v
+{%- endmacro %}
+{% macro spark__last_by(value, ordering) -%}
+  max_by(named_struct('v', {{ value }}), {{ ordering }}).v
+{%- endmacro %}
+
 {% macro arg_max(value, ordering, tie_break=false) -%}
   {#- `value` at the row of the largest `ordering`, over rows where both are non-null. tie_break: among
       rows of equal ordering the largest value (value must be orderable), so both engines agree. -#}

@@ -40,7 +40,7 @@ _PY_SYNTAX = {r"\blist\s*\(", r"\blen\s*\(", r"\blambda\b", r":="}
 _DISPATCH_DEF = re.compile(r"{%-?\s*macro\s+(?:duckdb|spark)__\w+.*?{%-?\s*endmacro\s*-?%}", re.S)
 _MACRO_CALL = re.compile(r"(\{\{-?\s*|macro\s+|set\s+\w+\s*=\s*)$")
 
-MARTS_SKIP = {"_build_window"}  # bookkeeping, not a result
+MARTS_SKIP = {"_build_window", "_late_windows"}  # bookkeeping, not a result
 
 
 def _yml_sql(text: str) -> str:

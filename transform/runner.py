@@ -285,8 +285,11 @@ def _build(settings: Settings, link: Path, work: Path, version: str, *, full_ref
                     else "no record of the seeds this warehouse was built with: full rebuild")
             _log.warning("%s (%s)", note, link)
     invariants_only = not (full_refresh or select or all_tests or settings.hourly_tests == "all")
+    served = published_version(link)
     target, copy_seconds = prepare(link, version, copy=not full_refresh, stage=True)
     try:
+        if not full_refresh:
+            _write_late_windows(target, Path(settings.lake_dir), served)
         result = _dbt(settings, work, target, variables, full_refresh=full_refresh, select=select,
                       skip_seeds=skip_seeds, unit_tests=unit_tests, invariants_only=invariants_only)
     except BaseException:
@@ -297,6 +300,47 @@ def _build(settings: Settings, link: Path, work: Path, version: str, *, full_ref
         (work / _SEED_STATE).write_text(json.dumps({"version": version, "digest": digest}))
     result.warehouse, result.note, result.version, result.copy_seconds = link, note, version, copy_seconds
     return result
+
+
+LATE_TABLES = ("serving_requests",)  # landing tables whose models widen their window to late runs
+
+
+def late_windows(lake: Path, served: str | None) -> list[tuple[str, str, datetime]]:
+    """(table, cluster, window start) of every committed lake run of a :data:`LATE_TABLES` table that
+    finished after the build of the live version ``served`` started (its name is that start time):
+    data that run may not have seen. ``served`` unknown or legacy: every run."""
+    from ingest.lake import list_runs
+
+    try:
+        since = datetime.strptime(served or "", "%Y%m%dT%H%M%S%fZ").replace(tzinfo=UTC)
+    except ValueError:
+        since = None
+    out = []
+    for run in list_runs(lake):
+        if run.status != "committed" or not run.finished_at:
+            continue
+        if since is not None and datetime.fromisoformat(run.finished_at) <= since:
+            continue
+        start = datetime.fromisoformat(run.window_start).astimezone(UTC).replace(tzinfo=None)
+        out += [(t, run.cluster, start) for t in LATE_TABLES if t in run.rows]
+    return out
+
+
+def _write_late_windows(target: Path, lake: Path, served: str | None) -> None:
+    """Table ``_late_windows`` (table_name, cluster, since) in the version an incremental build is
+    about to build: per landing table and cluster, the oldest window start of the runs landed since
+    the live version was built (:func:`late_windows`). Models of late-landing sources (macro
+    late_window_starts) rebuild from there when it is older than their usual cutoff."""
+    import duckdb
+
+    rows = late_windows(lake, served)
+    con = duckdb.connect(str(target))
+    try:
+        con.execute("create or replace table _late_windows (table_name varchar, cluster varchar, since timestamp)")
+        if rows:
+            con.executemany("insert into _late_windows values (?, ?, ?)", rows)
+    finally:
+        con.close()
 
 
 def _spark_build(settings: Settings, *, full_refresh: bool, select: Sequence[str] | None,

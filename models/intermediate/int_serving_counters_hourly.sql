@@ -1,4 +1,5 @@
-{{ config(materialized='table') }}
+{{ incremental_by(['cluster', 'hour'], ['cluster', 'hour']) }}
+{{ config(on_schema_change='append_new_columns') }}
 -- Request and token increases per serving series (cluster, namespace, pod, model) and hour, from the
 -- cumulative counters, the way Prometheus increase() reads a counter: each sample adds v − previous v,
 -- or v itself when the counter went down (a reset: the server restarted from 0). The first sample of
@@ -7,19 +8,69 @@
 -- Read from the lake's hourly rollups (macros/rollups.sql): each part (raw file, series, hour) holds
 -- the increases between its own samples; the increase into its first sample is counter_step from
 -- the last value of the part before it in the series (by time), so the sum is the per-sample one.
+-- Incremental per (cluster, hour), from the usual cutoff or, when serving counters landed late (a
+-- back-fill), from the oldest hour of those runs (macro late_window_since). Each row keeps its
+-- series' last part of the hour (last_part_ts and the counters' last values), so a rebuilt window
+-- resumes every series from the part before it, exactly as a full build's lag() does.
 
 {%- set counters = ['requests', 'prompt_tokens', 'generation_tokens'] %}
 {%- set series = 'cluster, namespace, pod, model' %}
+{#- a table from before this model kept its last parts is rebuilt whole, once -#}
+{%- set resume = is_incremental() and execute and 'last_part_ts' in relation_column_names(this) %}
 
-with parts as (
-    select * from {{ ref('stg_serving__hourly') }}
+with new_parts as (
+    select
+        src.cluster, src.hour, src.namespace, src.pod, src.model, src.samples, src.first_ts,
+        {%- for c in counters %}
+        src.{{ c }}_first, src.{{ c }}_last, src.{{ c }}_inc,
+        {%- endfor %}
+        false as is_carry
+    from {{ ref('stg_serving__hourly') }} as src
+    {%- if resume %}
+    where {{ late_window_since('src.hour', 'serving_requests') }}
+    {%- endif %}
 ),
+
+{%- if resume %}
+
+kept as (
+    -- each series' last part before the rebuilt window: the part the window's first part follows
+    select
+        cluster, namespace, pod, model,
+        max(hour) as hour,
+        max(last_part_ts) as last_part_ts,
+        {%- for c in counters %}
+        {{ last_by(c ~ '_last', 'last_part_ts') }} as {{ c }}_last{{ ',' if not loop.last }}
+        {%- endfor %}
+    from {{ this }} as t
+    where not ({{ late_window_since('t.hour', 'serving_requests', cluster='t.cluster') }})
+    group by cluster, namespace, pod, model
+),
+
+parts as (
+    select * from new_parts
+    union all
+    select
+        cluster, hour, namespace, pod, model, 0 as samples, last_part_ts as first_ts,
+        {%- for c in counters %}
+        cast(null as double) as {{ c }}_first, {{ c }}_last, cast(null as double) as {{ c }}_inc,
+        {%- endfor %}
+        true as is_carry
+    from kept
+),
+{%- else %}
+
+parts as (
+    select * from new_parts
+),
+{%- endif %}
 
 joined as (
     select
-        cluster, hour, namespace, pod, model, samples,
+        cluster, hour, namespace, pod, model, samples, first_ts, is_carry,
         {%- for c in counters %}
         {{ c }}_inc as {{ c }}_inc,
+        {{ c }}_last as {{ c }}_last,
         {{ counter_step('lag(' ~ c ~ '_last) over (partition by ' ~ series ~ ' order by first_ts)', c ~ '_first') }} as {{ c }}_into{{ ',' if not loop.last }}
         {%- endfor %}
     from parts
@@ -37,8 +88,14 @@ final as (
         case when count({{ c }}_inc) + count({{ c }}_into) > 0
              then coalesce(sum({{ c }}_inc), 0) + coalesce(sum({{ c }}_into), 0) end as {{ c }},
         {%- endfor %}
-        cast(sum(samples) as bigint) as samples
+        cast(sum(samples) as bigint) as samples,
+        -- the hour's last part: where the next hour's first part resumes in an incremental run
+        max(first_ts) as last_part_ts,
+        {%- for c in counters %}
+        {{ last_by(c ~ '_last', 'first_ts') }} as {{ c }}_last{{ ',' if not loop.last }}
+        {%- endfor %}
     from joined
+    where not is_carry
     group by cluster, hour, namespace, pod, model
 )
 

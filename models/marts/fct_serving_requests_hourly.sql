@@ -1,10 +1,16 @@
+{{ incremental_by(['cluster', 'hour'], ['cluster', 'hour']) }}
+{{ config(on_schema_change='append_new_columns') }}
 -- Requests and tokens per serving workload and model per hour (the recommender's scale-to-zero
 -- evidence reads this grain): the series of int_serving_counters_hourly matched to the pod that ran
 -- in that (cluster, hour, namespace, pod) in fct_gpu_allocation_hourly. A series that matches no pod
 -- (no pod label, or a pod the warehouse never saw) stays, with workload '(unmatched)' and matched false.
+-- Incremental per (cluster, hour), over the same window as int_serving_counters_hourly.
 
 with counters as (
-    select * from {{ ref('int_serving_counters_hourly') }}
+    select * from {{ ref('int_serving_counters_hourly') }} as src
+    {%- if is_incremental() %}
+    where {{ late_window_since('src.hour', 'serving_requests') }}
+    {%- endif %}
 ),
 
 serving_namespaces as (
@@ -23,6 +29,9 @@ pods as (
     from {{ ref('fct_gpu_allocation_hourly') }} as a
     inner join serving_namespaces as n
         on a.cluster = n.cluster and a.namespace = n.namespace
+    {%- if is_incremental() %}
+    where {{ late_window_since('a.hour', 'serving_requests', cluster='a.cluster') }}
+    {%- endif %}
     group by 1, 2, 3, 4
 ),
 
