@@ -251,3 +251,26 @@
 {%- endmacro %}
 {% macro duckdb__hist_count(hist) -%}coalesce(list_sum(list_transform({{ hist }}, lambda e: e.n)), 0){%- endmacro %}
 {% macro spark__hist_count(hist) -%}coalesce(aggregate({{ hist }}, cast(0 as bigint), (acc, e) -> acc + e.n), 0){%- endmacro %}
+
+
+{% macro duckdb__get_delete_insert_merge_sql(target, source, unique_key, dest_columns, incremental_predicates) -%}
+  {#- dbt-duckdb's delete+insert, with the delete as a semi-join on the distinct keys of the new rows:
+      its `delete ... using source where key = key` joins every target row of an hour with every new row
+      of that hour (pod-hours squared: 0.73 s → 0.02 s for fct_gpu_allocation_hourly's window at
+      1,000 nodes, a minute for a table rebuilt whole through it). Same rows deleted. -#}
+  {%- set dest_cols_csv = get_quoted_csv(dest_columns | map(attribute="name")) -%}
+  {%- if unique_key -%}
+    {%- set keys = [unique_key] if unique_key is string else unique_key -%}
+    delete from {{ target }}
+    where ({{ keys | join(', ') }}) in (select distinct {{ keys | join(', ') }} from {{ source }})
+    {%- for predicate in incremental_predicates or [] %}
+      and {{ predicate }}
+    {%- endfor %};
+  {%- endif %}
+
+    insert into {{ target }} ({{ dest_cols_csv }})
+    (
+        select {{ dest_cols_csv }}
+        from {{ source }}
+    )
+{%- endmacro %}
