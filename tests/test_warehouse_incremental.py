@@ -161,6 +161,10 @@ def test_a_window_bounded_by_one_constant_still_equals_a_full_build(second):
                 / "fct_gpu_allocation_hourly.sql").read_text()
     # the constant bound (c2's newest hour less the lookback: the older cutoff) before the per-cluster CASE
     assert "where src.hour >= (cast('2026-11-01 10:00:00' as timestamp) - " in compiled, compiled[:800]
+    # the Python capacity model gets the lake's clusters (its own constant bound)
+    capacity = (Path(again.home) / "dbt" / "target" / "compiled" / "gpufinops" / "models" / "marts"
+                / "fct_cluster_capacity_hourly.py").read_text()
+    assert "'lake_clusters': 'c1|c2'" in capacity
     _assert_same_tables(again, full)
     con = duckdb.connect(str(again.warehouse_path), read_only=True)
     try:

@@ -19,8 +19,6 @@ nodes with at least one non-system pod; the cluster's value is the sum over pool
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
@@ -192,8 +190,9 @@ def _split_top(exprs: str) -> list[str]:
 
 
 def model(dbt, session):
-    since = _since_filter(dbt, session, float(dbt.config.meta_get("incremental_lookback_hours")),
-                          json.loads(dbt.config.meta_get("lake_clusters") or "null"))
+    lookback = float(dbt.config.meta_get("incremental_lookback_hours"))
+    lake_clusters = dbt.config.meta_get("lake_clusters")  # a plain statement: dbt finds the key in the AST
+    since = _since_filter(dbt, session, lookback, str(lake_clusters).split("|") if lake_clusters else None)
 
     def rel(r):
         return r.filter(since) if since else r
