@@ -14,7 +14,9 @@
 {% macro default__create_evidence_window_macros() -%}select 1{%- endmacro %}
 
 {% macro duckdb__create_evidence_window_macros(relation=none) -%}
-  {%- set this = relation if relation is not none else this -%}
+  {#- without the database: the macros must not name the file's catalog (a build is written as
+      _building.duckdb and published under its version's name) -#}
+  {%- set this = (relation if relation is not none else this).include(database=false) -%}
   {%- set wl = ['cluster', 'namespace', 'workload'] -%}
   {%- set dev = ['cluster', 'namespace', 'workload', 'pod', 'hostname', 'device_id', 'mig_instance'] -%}
 create or replace macro {{ this.schema }}.gpu_workload_evidence_window(window_start, window_end) as table
@@ -54,7 +56,7 @@ create or replace macro {{ this.schema }}.gpu_workload_evidence_window(window_st
 
 create or replace macro {{ this.schema }}.gpu_device_evidence_window(window_start, window_end) as table
   with d as (
-      select * from {{ ref('fct_gpu_device_evidence_hourly') }} where hour >= window_start and hour < window_end
+      select * from {{ ref('fct_gpu_device_evidence_hourly').include(database=false) }} where hour >= window_start and hour < window_end
   ),
   util_rows as (
       select {{ dev | join(', ') }}, e.b as b, e.n as n
