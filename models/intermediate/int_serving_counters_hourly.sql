@@ -1,4 +1,4 @@
-{{ incremental_by(['cluster', 'hour'], ['cluster', 'hour']) }}
+{{ incremental_by(['cluster', 'hour']) }}
 {{ config(on_schema_change='append_new_columns') }}
 -- Request and token increases per serving series (cluster, namespace, pod, model) and hour, from the
 -- cumulative counters, the way Prometheus increase() reads a counter: each sample adds v − previous v,

@@ -1,4 +1,4 @@
-{{ incremental_by(['cluster', 'hour'], ['cluster', 'hour']) }}
+{{ incremental_by(['cluster', 'hour']) }}
 {{ config(on_schema_change='append_new_columns') }}
 -- Requests and tokens per serving workload and model per hour (the recommender's scale-to-zero
 -- evidence reads this grain): the series of int_serving_counters_hourly matched to the pod that ran
