@@ -155,99 +155,70 @@
 
 
 {% macro incremental_cutoff_sql(time_column='hour', cluster='src.cluster') -%}
-  {#- SQL for the first hour an incremental run rebuilds for the row's cluster: that cluster's newest
-      hour in the target minus the lookback. Per cluster, so a cluster whose data lands later than
-      another's (or a new cluster: all of its history) is never skipped. In a real run the
-      watermarks are read once and inlined (a correlated subquery would make DuckDB materialise the
-      scanned rows); unit tests (prune_partitions off) read them from the mocked `this`. -#}
+  {#- The first hour an incremental run rebuilds for the row's cluster, as SQL over `this`: that
+      cluster's newest hour in the target minus the lookback (the epoch for a cluster not in it).
+      What unit tests (prune_partitions off) read from the mocked `this`; a real run inlines the
+      same values (incremental_since). -#}
   {%- set floor = "cast('1970-01-01 00:00:00' as timestamp)" -%}
-  {%- set lookback = hours_interval(var('incremental_lookback_hours')) -%}
-  {%- if var('prune_partitions') and execute -%}
-    {%- set rows = incremental_watermarks(time_column) -%}
-    {%- if rows | length == 0 -%}
-    {{ floor }}
-    {%- else -%}
-    (case
-      {%- for row in rows %}
-      when {{ cluster }} = '{{ row[0] | replace("'", "''") }}' then cast('{{ row[1] }}' as timestamp) - {{ lookback }}
-      {%- endfor %}
-      else {{ floor }} end)
-    {%- endif -%}
-  {%- else -%}
-    (coalesce((select max(t.{{ time_column }}) from {{ this }} as t where t.cluster = {{ cluster }}), {{ floor }})
-     - {{ lookback }})
-  {%- endif -%}
+  (coalesce((select max(t.{{ time_column }}) from {{ this }} as t where t.cluster = {{ cluster }}), {{ floor }})
+   - {{ hours_interval(var('incremental_lookback_hours')) }})
 {%- endmacro %}
 
 
-{% macro incremental_watermarks(time_column) -%}
-  {#- (cluster, newest time_column as a string) of every cluster in the incremental target. -#}
-  {%- set res = run_query("select cluster, cast(max(" ~ time_column ~ ") as string) from " ~ this ~ " group by cluster") -%}
-  {{ return(res.rows | list) }}
-{%- endmacro %}
-
-
-{% macro incremental_since(column, time_column='hour', cluster='src.cluster', minus_hours=none, day=false) -%}
-  {#- The incremental window's filter on `column`: column >= the row's cluster's cutoff
-      (incremental_cutoff_sql), less `minus_hours` and truncated to its day when `day`. When every
-      cluster of the lake (var lake_clusters, from the runner) already has rows in the target, the
-      smallest cutoff is added as a constant bound: the per-cluster CASE alone is no filter DuckDB can
+{% macro incremental_since(column, time_column='hour', cluster='src.cluster', minus_hours=none, day=false,
+                           late_table=none) -%}
+  {#- The incremental window's filter on `column`: column >= the row's cluster's cutoff, that cluster's
+      newest `time_column` in the target minus the lookback, less `minus_hours` and truncated to its
+      day when `day`. In a real run the watermarks are read once and inlined as a CASE per cluster (a
+      correlated subquery would make DuckDB materialise the scanned rows); a cluster not in the
+      target yet gets all of its history.
+      `late_table`: a landing table that can land late (a serving back-fill): a cluster's window then
+      starts at the hour of the oldest window start of that table's runs landed since the live version
+      was built (table _late_windows, written by the runner) when that is earlier.
+      When every cluster of the lake (var lake_clusters, from the runner) already has rows in the
+      target, the smallest cutoff is added as a constant bound: the CASE alone is no filter DuckDB can
       push into a scan or across a join, and the chain of views under a mart was read in full
-      (fct_gpu_allocation_hourly at 1,000 nodes: 11.3 -> 0.3 s). A new cluster gets no bound. -#}
-  {%- set cutoffs = [incremental_cutoff_sql(time_column, cluster)] -%}
-  {%- set clusters = var('lake_clusters', none) -%}
-  {%- if var('prune_partitions') and execute and clusters is not none -%}
-    {%- set rows = incremental_watermarks(time_column) -%}
-    {%- set known = rows | map(attribute=0) | list -%}
-    {%- if rows | length > 0 and clusters | reject('in', known) | list | length == 0 -%}
-      {%- set oldest = rows | map(attribute=1) | min -%}
-      {%- do cutoffs.insert(0, "(cast('" ~ oldest ~ "' as timestamp) - " ~ hours_interval(var('incremental_lookback_hours')) ~ ")") -%}
+      (fct_gpu_allocation_hourly at 1,000 nodes: 11.3 -> 0.3 s). -#}
+  {%- set floor = "cast('1970-01-01 00:00:00' as timestamp)" -%}
+  {%- if not (var('prune_partitions') and execute) -%}
+    {%- set cutoffs = [incremental_cutoff_sql(time_column, cluster)] -%}
+  {%- else -%}
+    {%- set dt = modules.datetime -%}
+    {%- set lookback = var('incremental_lookback_hours') -%}
+    {%- set starts = {} -%}  {#- cluster: (cutoff as a datetime, as SQL) -#}
+    {%- set res = run_query("select cluster, cast(max(" ~ time_column ~ ") as string) from " ~ this ~ " group by cluster") -%}
+    {%- for row in res.rows -%}
+      {%- do starts.update({row[0]: (dt.datetime.fromisoformat(row[1][:19]) - dt.timedelta(hours=lookback),
+                                     "cast('" ~ row[1] ~ "' as timestamp) - " ~ hours_interval(lookback))}) -%}
+    {%- endfor -%}
+    {%- set late = adapter.get_relation(database=target_database(), schema=target.schema, identifier='_late_windows')
+                   if late_table is not none else none -%}
+    {%- if late is not none -%}
+      {%- set res = run_query("select cluster, cast(min(since) as string) from " ~ late ~ " where table_name = '" ~ late_table ~ "' group by cluster") -%}
+      {%- for row in res.rows if row[0] in starts -%}
+        {%- set hour = dt.datetime.fromisoformat(row[1][:19]).replace(minute=0, second=0, microsecond=0) -%}
+        {%- if hour < starts[row[0]][0] -%}{%- do starts.update({row[0]: (hour, "cast('" ~ hour ~ "' as timestamp)")}) -%}{%- endif -%}
+      {%- endfor -%}
+    {%- endif -%}
+    {%- if starts | length == 0 -%}
+      {%- set cutoffs = [floor] -%}
+    {%- else -%}
+      {%- set cutoffs = [] -%}
+      {%- set whens = [] -%}
+      {%- for c, start in starts.items() -%}
+        {%- do whens.append(" when " ~ cluster ~ " = '" ~ (c | replace("'", "''")) ~ "' then " ~ start[1]) -%}
+      {%- endfor -%}
+      {%- do cutoffs.append("(case" ~ whens | join ~ " else " ~ floor ~ " end)") -%}
+      {%- set clusters = var('lake_clusters', none) -%}
+      {%- if clusters is not none and clusters | reject('in', starts) | list | length == 0 -%}
+        {%- do cutoffs.insert(0, "(" ~ (starts.values() | sort(attribute='0') | first)[1] ~ ")") -%}
+      {%- endif -%}
     {%- endif -%}
   {%- endif -%}
   {%- for cutoff in cutoffs -%}
     {%- set bound = cutoff ~ (' - ' ~ hours_interval(minus_hours) if minus_hours else '') -%}
     {{ column }} >= {{ dbt.date_trunc('day', bound) if day else bound }}{{ ' and ' if not loop.last }}
   {%- endfor -%}
-{%- endmacro %}
-
-
-{% macro late_window_since(column, late_table, time_column='hour', cluster='src.cluster') -%}
-  {#- incremental_since for a model of a source that can land late (a serving back-fill): each
-      cluster's window starts at the earlier of its usual cutoff and the hour of the oldest window
-      start of the `late_table` runs landed since the live version was built (table _late_windows,
-      written by the runner). Same constant bound as incremental_since when every lake cluster is
-      in the target. Unit tests (prune_partitions off) read the usual cutoff from the mocked `this`. -#}
-  {%- if not (var('prune_partitions') and execute) -%}
-    {{ column }} >= {{ incremental_cutoff_sql(time_column, cluster) }}
-  {%- else -%}
-    {%- set dt = modules.datetime -%}
-    {%- set lookback = dt.timedelta(hours=var('incremental_lookback_hours')) -%}
-    {%- set starts = {} -%}
-    {%- for row in incremental_watermarks(time_column) -%}
-      {%- do starts.update({row[0]: dt.datetime.fromisoformat(row[1][:19]) - lookback}) -%}
-    {%- endfor -%}
-    {%- set late = adapter.get_relation(database=target_database(), schema=target.schema, identifier='_late_windows') -%}
-    {%- if late is not none -%}
-      {%- set res = run_query("select cluster, cast(min(since) as string) from " ~ late ~ " where table_name = '" ~ late_table ~ "' group by cluster") -%}
-      {%- for row in res.rows if row[0] in starts -%}
-        {%- set hour = dt.datetime.fromisoformat(row[1][:19]).replace(minute=0, second=0, microsecond=0) -%}
-        {%- if hour < starts[row[0]] -%}{%- do starts.update({row[0]: hour}) -%}{%- endif -%}
-      {%- endfor -%}
-    {%- endif -%}
-    {%- if starts | length == 0 -%}
-    {{ column }} >= cast('1970-01-01 00:00:00' as timestamp)
-    {%- else -%}
-      {%- set clusters = var('lake_clusters', none) -%}
-      {%- if clusters is not none and clusters | reject('in', starts) | list | length == 0 -%}
-    {{ column }} >= cast('{{ starts.values() | min }}' as timestamp) and
-      {%- endif %}
-    {{ column }} >= (case
-      {%- for c, t in starts.items() %}
-      when {{ cluster }} = '{{ c | replace("'", "''") }}' then cast('{{ t }}' as timestamp)
-      {%- endfor %}
-      else cast('1970-01-01 00:00:00' as timestamp) end)
-    {%- endif -%}
-  {%- endif -%}
 {%- endmacro %}
 
 

@@ -9,7 +9,7 @@
 -- the increases between its own samples; the increase into its first sample is counter_step from
 -- the last value of the part before it in the series (by time), so the sum is the per-sample one.
 -- Incremental per (cluster, hour), from the usual cutoff or, when serving counters landed late (a
--- back-fill), from the oldest hour of those runs (macro late_window_since). Each row keeps its
+-- back-fill), from the oldest hour of those runs (macro incremental_since, late_table). Each row keeps its
 -- series' last part of the hour (last_part_ts and the counters' last values), so a rebuilt window
 -- resumes every series from the part before it, exactly as a full build's lag() does.
 
@@ -27,7 +27,7 @@ with new_parts as (
         false as is_carry
     from {{ ref('stg_serving__hourly') }} as src
     {%- if resume %}
-    where {{ late_window_since('src.hour', 'serving_requests') }}
+    where {{ incremental_since('src.hour', late_table='serving_requests') }}
     {%- endif %}
 ),
 
@@ -43,7 +43,7 @@ kept as (
         {{ last_by(c ~ '_last', 'last_part_ts') }} as {{ c }}_last{{ ',' if not loop.last }}
         {%- endfor %}
     from {{ this }} as t
-    where not ({{ late_window_since('t.hour', 'serving_requests', cluster='t.cluster') }})
+    where not ({{ incremental_since('t.hour', cluster='t.cluster', late_table='serving_requests') }})
     group by cluster, namespace, pod, model
 ),
 

@@ -9,7 +9,7 @@
 with counters as (
     select * from {{ ref('int_serving_counters_hourly') }} as src
     {%- if is_incremental() %}
-    where {{ late_window_since('src.hour', 'serving_requests') }}
+    where {{ incremental_since('src.hour', late_table='serving_requests') }}
     {%- endif %}
 ),
 
@@ -30,7 +30,7 @@ pods as (
     inner join serving_namespaces as n
         on a.cluster = n.cluster and a.namespace = n.namespace
     {%- if is_incremental() %}
-    where {{ late_window_since('a.hour', 'serving_requests', cluster='a.cluster') }}
+    where {{ incremental_since('a.hour', cluster='a.cluster', late_table='serving_requests') }}
     {%- endif %}
     group by 1, 2, 3, 4
 ),
