@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from pathlib import Path
 
 import typer
@@ -62,24 +63,49 @@ def _root(
     ctx.obj = load_settings(home=home, config=config, _origins=origins)
 
 
-# Command groups register themselves; the list is the CLI's table of contents.
-_COMMAND_MODULES = [
-    "cli.commands.demo",
-    "cli.commands.demo_cluster",
-    "cli.commands.build",
-    "cli.commands.ingest",
-    "cli.commands.check",
-    "cli.commands.recommend",
-    "cli.commands.simulate",
-    "cli.commands.changes",
-    "cli.commands.db",
-    "cli.commands.api_tokens",
-    "cli.commands.report",
-    "cli.commands.budgets",
-    "cli.commands.export",
-    "cli.commands.serve",
-]
-for _name in _COMMAND_MODULES:
+# Command groups register themselves; the mapping (top-level command -> the module registering it, in
+# help order) is the CLI's table of contents.
+_COMMAND_MODULES = {
+    "demo": "cli.commands.demo",
+    "demo-cluster": "cli.commands.demo_cluster",
+    "build": "cli.commands.build",
+    "ingest": "cli.commands.ingest",
+    "check": "cli.commands.check",
+    "recommend": "cli.commands.recommend",
+    "simulate": "cli.commands.simulate",
+    "changes": "cli.commands.changes",
+    "db": "cli.commands.db",
+    "api": "cli.commands.api_tokens",
+    "report": "cli.commands.report",
+    "budgets": "cli.commands.budgets",
+    "export": "cli.commands.export",
+    "serve": "cli.commands.serve",
+}
+_VALUE_OPTIONS = ("--home", "--config")
+
+
+def invoked_command(argv: list[str]) -> str | None:
+    """The top-level command a ``gpufinops`` command line runs (None: none, or only --help / --version)."""
+    args = iter(argv)
+    for arg in args:
+        if arg in _VALUE_OPTIONS:
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def _modules_for(argv: list[str], entry: str) -> list[str]:
+    """The command modules to import: only the invoked command's when this process is the CLI and
+    the command is known (each command module imports what it needs; importing all of them costs
+    about a second, most of the hourly build's client when a build worker runs the build), else all."""
+    name = invoked_command(argv)
+    if Path(entry).name in ("gpufinops", "main.py") and name in _COMMAND_MODULES:
+        return [_COMMAND_MODULES[name]]
+    return list(_COMMAND_MODULES.values())
+
+
+for _name in _modules_for(sys.argv[1:], sys.argv[0] if sys.argv else ""):
     importlib.import_module(_name).register(app)
 
 

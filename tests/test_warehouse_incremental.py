@@ -10,7 +10,6 @@ every table the build writes (marts, dq, the incremental intermediates), to 1e-9
 from __future__ import annotations
 
 import importlib.util
-import math
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -19,6 +18,7 @@ import duckdb
 import pytest
 
 from gpufinops.settings import Settings
+from testsupport.warehouse_compare import assert_same_tables
 
 _FIXTURE = Path(__file__).parent / "fixtures" / "warehouse" / "small_lake.py"
 _spec = importlib.util.spec_from_file_location("warehouse_small_lake_incremental", _FIXTURE)
@@ -27,29 +27,6 @@ assert _spec.loader is not None
 _spec.loader.exec_module(lake)
 
 pytestmark = pytest.mark.timeout(600)
-_SKIP = {"_build_window", "_late_windows"}  # bookkeeping of the build itself
-
-
-def _tables(path: Path) -> dict[str, list[tuple]]:
-    con = duckdb.connect(str(path), read_only=True)
-    try:
-        names = [r[0] for r in con.sql(
-            "select table_name from duckdb_tables() where schema_name = 'main' order by 1").fetchall()]
-        return {n: con.sql(f'select * from "{n}"').fetchall() for n in names if n not in _SKIP}
-    finally:
-        con.close()
-
-
-def _key(row: tuple) -> tuple:
-    return tuple(("", "") if v is None else (type(v).__name__, round(v, 6) if isinstance(v, float) else str(v)) for v in row)
-
-
-def _same(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
-    return a == b
-
-
 def _serving_series(t0_h: int, t1_h: int) -> list[dict]:
     """Cumulative request/token counters of three serving series in hours [t0_h, t1_h) after T0:
     serve-b every 5 min (+10 a sample, reset to 3 at T0+15h), serve-gap every 10 min until T0+9h and
@@ -136,15 +113,9 @@ def second(builds, tmp_path_factory):
 
 
 def _assert_same_tables(inc: Settings, full: Settings) -> None:
-    got, want = _tables(inc.warehouse_path), _tables(full.warehouse_path)
-    assert set(got) == set(want)
-    assert {"fct_gpu_allocation_hourly", "fct_node_hourly", "fct_showback_daily", "fct_workload_daily",
-            "fct_cluster_capacity_hourly", "int_snapshot_timeline", "dim_workload"} <= set(got)
-    for name in sorted(want):
-        g, w = sorted(got[name], key=_key), sorted(want[name], key=_key)
-        assert len(g) == len(w), (name, len(g), len(w))
-        for rg, rw in zip(g, w, strict=True):
-            assert all(_same(a, b) for a, b in zip(rg, rw, strict=True)), (name, rg, rw)
+    assert_same_tables(inc.warehouse_path, full.warehouse_path, {
+        "fct_gpu_allocation_hourly", "fct_node_hourly", "fct_showback_daily", "fct_workload_daily",
+        "fct_cluster_capacity_hourly", "int_snapshot_timeline", "dim_workload"})
 
 
 def test_incremental_build_equals_a_full_build_row_for_row(builds):

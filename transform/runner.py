@@ -21,7 +21,8 @@ from gpufinops.settings import Settings
 from gpufinops.warehouse import published_version, write_build_record
 from transform.publish import BuildLocked, build_lock, discard, new_version, prepare, publish
 
-__all__ = ["BuildFailed", "BuildLocked", "BuildResult", "NodeResult", "PROJECT_DIR", "dbt_vars", "run_build", "seed_digest"]
+__all__ = ["BuildFailed", "BuildLocked", "BuildResult", "ManifestCache", "NodeResult", "PROJECT_DIR", "dbt_common_args", "dbt_environment", "dbt_vars",
+           "project_files_digest", "run_build", "seed_digest", "use_manifest_cache"]
 
 _FAILED = {"error", "fail", "runtime error"}
 _TEST_TYPES = {"test", "unit_test"}
@@ -125,11 +126,63 @@ def _release_duckdb() -> None:
     gc.collect()
 
 
-def _invoke(args: list[str]) -> tuple[bool, list[NodeResult], BaseException | None]:
+class ManifestCache:
+    """The parsed project (dbt's Manifest) kept in memory by a long-lived build worker
+    (transform/worker.py), so a build skips dbt's parse and the load of its partial-parse file.
+
+    Keyed by the dbt arguments that shape the parse (project, profile, target path, ``--vars``: vars
+    are rendered into configs at parse time, e.g. the capacity model's ``meta``), by the build's
+    environment (the warehouse path the profile names), and by the project files' names, sizes and
+    modification times; any change parses again. One entry: the hourly build asks for the same one."""
+
+    def __init__(self) -> None:
+        self._key: tuple[Any, ...] | None = None
+        self._manifest: Any = None
+        self.parses = 0
+
+    def get(self, common: Sequence[str]) -> Any:
+        key = (tuple(common), os.environ.get("GPUFINOPS_WAREHOUSE"), project_files_digest())
+        if key != self._key or self._manifest is None:
+            from dbt.cli.main import dbtRunner
+
+            self._key, self._manifest = None, None
+            try:
+                res = dbtRunner().invoke(["parse", *common, "--quiet", "--no-write-json"])
+            finally:
+                _release_duckdb()
+            if not res.success or res.result is None:
+                return None  # the build itself parses and reports what is wrong
+            self._key, self._manifest = key, res.result
+            self.parses += 1
+        return self._manifest
+
+
+_manifest_cache: ManifestCache | None = None  # set in a build worker (use_manifest_cache)
+
+
+def use_manifest_cache(cache: ManifestCache | None) -> None:
+    """Builds in this process reuse the parsed project from ``cache`` (None: parse every build)."""
+    global _manifest_cache
+    _manifest_cache = cache
+
+
+def project_files_digest(project_dir: Path = PROJECT_DIR) -> str:
+    """A digest of the dbt project's files by name, size and modification time (cheap: no reads)."""
+    h = hashlib.sha256()
+    for sub in ("dbt_project.yml", "profiles.yml", "models", "macros", "seeds", "tests/dbt"):
+        root = project_dir / sub
+        paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for p in paths:
+            st = p.stat()
+            h.update(f"{p.relative_to(project_dir)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
+def _invoke(args: list[str], manifest: Any = None) -> tuple[bool, list[NodeResult], BaseException | None]:
     from dbt.cli.main import dbtRunner
 
     try:
-        res = dbtRunner().invoke(args)
+        res = dbtRunner(manifest=manifest).invoke(args)
     finally:
         _release_duckdb()
     nodes: list[NodeResult] = []
@@ -380,10 +433,9 @@ def _spark_build(settings: Settings, *, full_refresh: bool, select: Sequence[str
     return result
 
 
-def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
-         select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
-         extra_env: dict[str, str] | None = None, invariants_only: bool = False) -> BuildResult:
-    common = [
+def dbt_common_args(work: Path, variables: dict[str, Any], dbt_target: str | None = None) -> list[str]:
+    """The arguments every dbt invocation of a build shares (and a build worker's parse uses)."""
+    return [
         "--project-dir", str(PROJECT_DIR),
         "--profiles-dir", str(PROJECT_DIR),
         "--target-path", str(work / "target"),
@@ -391,11 +443,23 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
         "--log-level-file", "info",
         *(["--target", dbt_target] if dbt_target else []),
     ]
-    env = {"GPUFINOPS_WAREHOUSE": str(warehouse), "DBT_LOG_PATH": str(work / "logs"),
-           "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-           "GPUFINOPS_DUCKDB_MEMORY_LIMIT": os.environ.get("GPUFINOPS_DUCKDB_MEMORY_LIMIT") or (
-               settings.build_memory_limit if full_refresh or select else settings.hourly_memory_limit),
-           **(extra_env or {})}
+
+
+def dbt_environment(settings: Settings, work: Path, warehouse: Path, *, full_refresh: bool,
+                    select: Sequence[str] | None = None) -> dict[str, str]:
+    """The environment of a build's dbt invocations (profiles.yml reads the warehouse path and the
+    DuckDB memory limit from it; dbt re-parses the project when the profile changes)."""
+    return {"GPUFINOPS_WAREHOUSE": str(warehouse), "DBT_LOG_PATH": str(work / "logs"),
+            "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
+            "GPUFINOPS_DUCKDB_MEMORY_LIMIT": os.environ.get("GPUFINOPS_DUCKDB_MEMORY_LIMIT") or (
+                settings.build_memory_limit if full_refresh or select else settings.hourly_memory_limit)}
+
+
+def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
+         select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
+         extra_env: dict[str, str] | None = None, invariants_only: bool = False) -> BuildResult:
+    common = dbt_common_args(work, variables, dbt_target)
+    env = {**dbt_environment(settings, work, warehouse, full_refresh=full_refresh, select=select), **(extra_env or {})}
     started = time.monotonic()
     with _environment(env):
         args = ["build", *common, "--quiet"]
@@ -412,11 +476,12 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
             args += ["--select", *select]
         if invariants_only:
             args += ["--exclude", "test_type:generic"]  # the singular invariants still run
-        ok, nodes, exc = _invoke(args)
+        manifest = _manifest_cache.get(common) if _manifest_cache is not None and dbt_target is None else None
+        ok, nodes, exc = _invoke(args, manifest)
         if exc is not None:
             raise BuildFailed(f"dbt build could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))
         if unit_tests and ok:
-            ok, tested, exc = _invoke(["test", *common, "--quiet", "--select", "test_type:unit"])
+            ok, tested, exc = _invoke(["test", *common, "--quiet", "--select", "test_type:unit"], manifest)
             nodes += tested
             if exc is not None:
                 raise BuildFailed(f"dbt unit tests could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))

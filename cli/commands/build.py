@@ -27,14 +27,38 @@ def build(
     all_tests: Annotated[bool, typer.Option(
         "--all-tests", help="Run every data test on an incremental build too (the nightly run); by default "
                             "an incremental build runs the invariants only (the hourly_tests setting).")] = False,
+    in_process: Annotated[bool, typer.Option(
+        "--in-process", help="Build in this process even when a build worker (`gpufinops serve builder`) "
+                             "serves the home.")] = False,
 ) -> None:
-    """Build the warehouse from the lake (incremental by default) and run its data tests."""
+    """Build the warehouse from the lake (incremental by default) and run its data tests.
+
+    When a build worker (`gpufinops serve builder`) serves the home, the build runs there (dbt already
+    imported, the project already parsed) and this process only prints what it returns."""
+    settings = settings_of(ctx)
+    if engine not in (None, "duckdb", "spark"):
+        raise typer.BadParameter(f"--engine must be duckdb or spark, not {engine!r}")
+    if not in_process and (engine or settings.engine) == "duckdb":
+        from transform.worker import WorkerUnavailable, config_of, remote_build, result_from_answer, summary_from_answer
+
+        try:
+            with console.status("dbt build in the build worker ..."):
+                answer = remote_build(settings.home, config=config_of(settings), full=full, select=select, unit_tests=unit_tests,
+                                      all_tests=all_tests, summary=summary and not select)
+        except WorkerUnavailable:
+            pass
+        else:
+            _report(result_from_answer(answer), summary_from_answer(answer), worker=answer.get("worker_pid"))
+            return
+    _build_here(settings, full=full, select=select, summary=summary, unit_tests=unit_tests, engine=engine,
+                all_tests=all_tests)
+
+
+def _build_here(settings, *, full: bool, select: list[str] | None, summary: bool, unit_tests: bool,  # noqa: ANN001
+                engine: str | None, all_tests: bool) -> None:
     from transform import run_build, showback_summary
 
-    settings = settings_of(ctx)
     with console.status("dbt build (seeds, models, tests) ...") as status:
-        if engine not in (None, "duckdb", "spark"):
-            raise typer.BadParameter(f"--engine must be duckdb or spark, not {engine!r}")
 
         def rollup_progress(done: int, total: int) -> None:
             status.update(f"hourly rollups of the lake: {done:,} / {total:,} files"
@@ -42,6 +66,10 @@ def build(
 
         result = run_build(settings, full_refresh=full, select=select, unit_tests=unit_tests, engine=engine,
                            all_tests=all_tests, rollup_progress=rollup_progress)
+    _report(result, showback_summary(result.warehouse) if summary and not select else None)
+
+
+def _report(result, summary, worker: int | None = None) -> None:  # noqa: ANN001 - BuildResult, ShowbackSummary
     if result.rollups.get("written") or result.rollups.get("removed"):
         console.print(f"hourly rollups: {result.rollups['written']:,} written, {result.rollups['removed']:,} "
                       f"removed in {result.rollup_seconds:.1f}s (a lake from before rollups, or new rollup SQL)")
@@ -51,13 +79,14 @@ def build(
         f"{result.count('model')} models, {result.count('test')} data tests"
         f"{' (the invariants; --all-tests for every one)' if result.tests_scope == 'invariants' else ''}, "
         f"{result.count('unit_test')} unit tests, {len(result.failed)} failed"
+        f"{f' (in the build worker, pid {worker})' if worker else ''}"
     )
     if result.note:
         console.print(f"[yellow]note:[/] {result.note}")
     for n in result.failed:  # only reached for quarantined data tests
         console.print(f"[yellow]warning:[/] {n.resource_type} {n.name}: {n.status} ({n.failures} rows)")
-    if summary and not select:
-        _print_summary(showback_summary(result.warehouse))
+    if summary is not None:
+        _print_summary(summary)
 
 
 def _pct(x: float | None) -> str:

@@ -102,4 +102,22 @@ def register(app: typer.Typer) -> None:
         console.print(f"API on http://{shown}:{port}/  (docs /docs, health /healthz, metrics /metrics)")
         uvicorn.run(create_app(settings, api_settings=api_settings), host=host, port=port, log_level="info")
 
+    @serve_app.command("builder")
+    @handle_errors
+    def builder(ctx: typer.Context) -> None:
+        """A long-lived build worker for this home: `gpufinops build` hands it the build over the Unix
+        socket <home>/build-worker.sock, and it runs it with dbt already imported and the project already
+        parsed (the hourly build's fixed cost). Stops on Ctrl-C / SIGTERM."""
+        import signal
+
+        from transform.worker import serve
+
+        settings = settings_of(ctx)
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        console.print(f"build worker for {Path(settings.home).resolve()}: parsing the dbt project ...")
+        try:
+            serve(settings, ready=lambda path: console.print(f"build worker ready on {path} (pid {os.getpid()})"))
+        except KeyboardInterrupt:
+            console.print("build worker stopped")
+
     app.add_typer(serve_app, name="serve")
