@@ -122,7 +122,23 @@ def test_incremental_build_equals_a_full_build_row_for_row(builds):
     inc, result, full = builds
     assert result.success and not result.full_refresh and result.note is None
     assert result.count("seed") == 0  # seed files unchanged since the full build: not reloaded
+    built = {n.name for n in result.nodes}
+    # nothing the intermediate views are made of changed: the live version's views are kept; the
+    # staging views (their SQL lists the lake's files) are made again
+    assert "int_pod_costs_hourly" not in built and "int_node_costs_hourly" not in built
+    assert {"stg_k8s__pods", "fct_gpu_allocation_hourly"} <= built
     _assert_same_tables(inc, full)
+
+
+def test_a_changed_setting_makes_the_intermediate_views_again(builds, tmp_path):
+    from transform import run_build
+
+    inc, _, _ = builds
+    home = tmp_path / "home"
+    shutil.copytree(inc.home, home, symlinks=True)
+    result = run_build(Settings(home=home), extra_vars={"residual_floor_fraction": 0.25})
+    built = {n.name for n in result.nodes}
+    assert not result.full_refresh and {"int_node_costs_hourly", "int_pod_costs_hourly"} <= built
 
 
 def test_a_window_bounded_by_one_constant_still_equals_a_full_build(second):

@@ -213,8 +213,25 @@ def seed_digest(project_dir: Path = PROJECT_DIR) -> str:
     return h.hexdigest()
 
 
-def _seed_state(work: Path, link: Path) -> str | None:
-    """The seed digest recorded by the last successful build of the live warehouse (None: unknown)."""
+def views_digest(variables: dict[str, Any], project_dir: Path = PROJECT_DIR) -> str:
+    """sha256 of what the SQL of the intermediate views depends on: the models and macros, the
+    project file and the vars (but ``lake_clusters``, which only bounds incremental windows). Their
+    SQL reads no lake listing and no watermark, so while this is unchanged, the views a copied live
+    version holds are the ones a build would create again."""
+    h = hashlib.sha256()
+    for path in [project_dir / "dbt_project.yml",
+                 *sorted(p for sub in ("models", "macros") for p in (project_dir / sub).rglob("*") if p.is_file())]:
+        h.update(str(path.relative_to(project_dir)).encode() + b"\0" + path.read_bytes() + b"\0")
+    h.update(json.dumps({k: v for k, v in variables.items() if k != "lake_clusters"}, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+INTERMEDIATE_VIEWS = "config.materialized:view,path:models/intermediate"  # dbt selector (an intersection)
+
+
+def _seed_state(work: Path, link: Path, key: str = "digest") -> str | None:
+    """The seed digest (``key`` views: the views digest) recorded by the last successful build of the
+    live warehouse (None: unknown)."""
     try:
         state = json.loads((work / _SEED_STATE).read_text())
     except (OSError, ValueError):
@@ -226,7 +243,7 @@ def _seed_state(work: Path, link: Path) -> str | None:
             return None
     elif state.get("warehouse") != str(link) or link.is_symlink():
         return None  # the record of a plain warehouse file from before atomic publish
-    digest = state.get("digest")
+    digest = state.get(key)
     return digest if isinstance(digest, str) else None
 
 
@@ -338,19 +355,23 @@ def _build(settings: Settings, link: Path, work: Path, version: str, *, full_ref
                     else "no record of the seeds this warehouse was built with: full rebuild")
             _log.warning("%s (%s)", note, link)
     invariants_only = not (full_refresh or select or all_tests or settings.hourly_tests == "all")
+    views = views_digest(variables)
+    # an hourly build keeps the live version's intermediate views when nothing they are made of changed
+    keep_views = not (full_refresh or select) and _seed_state(work, link, "views") == views
     served = published_version(link)
     target, copy_seconds = prepare(link, version, copy=not full_refresh, stage=True)
     try:
         if not full_refresh:
             _write_late_windows(target, Path(settings.lake_dir), served)
         result = _dbt(settings, work, target, variables, full_refresh=full_refresh, select=select,
-                      skip_seeds=skip_seeds, unit_tests=unit_tests, invariants_only=invariants_only)
+                      skip_seeds=skip_seeds, unit_tests=unit_tests, invariants_only=invariants_only,
+                      keep_views=keep_views)
     except BaseException:
         discard(target)
         raise
     publish(link, target, version)
     if not select:
-        (work / _SEED_STATE).write_text(json.dumps({"version": version, "digest": digest}))
+        (work / _SEED_STATE).write_text(json.dumps({"version": version, "digest": digest, "views": views}))
     result.warehouse, result.note, result.version, result.copy_seconds = link, note, version, copy_seconds
     return result
 
@@ -457,7 +478,8 @@ def dbt_environment(settings: Settings, work: Path, warehouse: Path, *, full_ref
 
 def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
          select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
-         extra_env: dict[str, str] | None = None, invariants_only: bool = False) -> BuildResult:
+         extra_env: dict[str, str] | None = None, invariants_only: bool = False,
+         keep_views: bool = False) -> BuildResult:
     common = dbt_common_args(work, variables, dbt_target)
     env = {**dbt_environment(settings, work, warehouse, full_refresh=full_refresh, select=select), **(extra_env or {})}
     started = time.monotonic()
@@ -474,8 +496,10 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
             args.append("--no-write-json")  # nothing reads the artifacts; a full build leaves them
         if select:
             args += ["--select", *select]
-        if invariants_only:
-            args += ["--exclude", "test_type:generic"]  # the singular invariants still run
+        exclude = [*(["test_type:generic"] if invariants_only else []),  # the singular invariants still run
+                   *([INTERMEDIATE_VIEWS] if keep_views else [])]
+        if exclude:
+            args += ["--exclude", *exclude]
         manifest = _manifest_cache.get(common) if _manifest_cache is not None and dbt_target is None else None
         ok, nodes, exc = _invoke(args, manifest)
         if exc is not None:
