@@ -46,6 +46,7 @@ def demo(
     target_allocation: float = typer.Option(0.72, "--target-allocation", envvar="GPUFINOPS_DEMO_TARGET_ALLOCATION", help="GPU allocation the workload aims at."),
     hold_back_hours: int = typer.Option(0, "--hold-back-hours", envvar="GPUFINOPS_DEMO_HOLD_BACK_HOURS", help="Leave the window's last N hours out (the bench lands them later with --tail-only)."),
     tail_only: bool = typer.Option(False, "--tail-only", help="Write only the held-back last hours (needs --hold-back-hours)."),
+    tail_hours: int | None = typer.Option(None, "--tail-hours", help="With --tail-only: only the first N held-back hours (the bench lands an hour at a time)."),
     workers: int = typer.Option(
         min(2, os.cpu_count() or 1), "--workers", envvar="GPUFINOPS_DEMO_WORKERS",
         help="Processes (clusters are generated in parallel; the rows do not depend on it)."),
@@ -62,7 +63,7 @@ def demo(
         days=days, clusters=clusters, nodes=nodes, seed=seed, start=_date(start),
         snapshot_interval_s=snapshot_interval or settings.snapshot_interval_s, dcgm_interval_s=dcgm_interval,
         gpus_per_node=gpus_per_node or (8 if fleet == "bench" else None), target_allocation=target_allocation,
-        workers=workers, hold_back_hours=hold_back_hours, tail_only=tail_only,
+        workers=workers, hold_back_hours=hold_back_hours, tail_only=tail_only, tail_hours=tail_hours,
     )
     if data_dir is not None:
         opts.data_dir = data_dir

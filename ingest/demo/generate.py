@@ -53,6 +53,7 @@ class DemoOptions:
     # second run with ``tail_only`` lands just them (as a live ingest would, an hour later).
     hold_back_hours: int = 0
     tail_only: bool = False
+    tail_hours: int | None = None  # with tail_only: land only the first N held-back hours (None: all)
     workers: int = 1  # processes; clusters are generated in parallel
     data_dir: Path = field(default_factory=default_data_dir)
     price_card: Path = field(default_factory=default_price_card_path)
@@ -71,6 +72,8 @@ class DemoOptions:
             raise InputError(f"--hold-back-hours must be in [0, 24), got {self.hold_back_hours}")
         if self.tail_only and not self.hold_back_hours:
             raise InputError("--tail-only needs --hold-back-hours N (the tail it lands)")
+        if self.tail_hours is not None and not (self.tail_only and 1 <= self.tail_hours <= self.hold_back_hours):
+            raise InputError(f"--tail-hours must be in [1, --hold-back-hours] with --tail-only, got {self.tail_hours}")
         if not 0.1 <= self.target_allocation <= 0.95:
             raise InputError(f"--target-allocation must be in [0.1, 0.95], got {self.target_allocation}")
         for f in ("openb/openb_node_list_gpu_node.csv", "openb/openb_pod_list_default.csv",
@@ -104,7 +107,7 @@ def plan_days(opts: DemoOptions, fleet: Fleet) -> list[tuple[str, datetime, date
         if opts.hold_back_hours:
             cut = e - timedelta(hours=opts.hold_back_hours)
             runs[-1] = (c.name, runs[-1][1], cut)
-            tail = (c.name, cut, e)
+            tail = (c.name, cut, e if opts.tail_hours is None else cut + timedelta(hours=opts.tail_hours))
             if opts.tail_only:
                 runs = [tail]
         out += runs
