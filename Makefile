@@ -44,7 +44,7 @@ demo: install system-deps
 test: install system-deps
 	$(BIN)/python -m pytest -q
 
-bench: install
+bench: install system-deps
 	$(BIN)/python -m bench.run
 
 lint: install

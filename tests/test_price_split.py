@@ -51,7 +51,7 @@ def card(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         # only the tests of the selected models (not the singular tests that also read the marts)
         mp.setenv("DBT_INDIRECT_SELECTION", "cautious")
-        run_build(settings, full_refresh=True, select=["+int_node_costs_hourly", "dq_price_split"])
+        run_build(settings, full_refresh=True, select=["+int_node_costs_hourly", "+dq_price_split"])
     con = duckdb.connect(str(settings.warehouse_path), read_only=True)
     try:
         cols = ("node, provider, instance_type, gpu_capacity, usd_per_hour, split_method, split_flag, gpu_rate_usd, "

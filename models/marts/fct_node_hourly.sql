@@ -93,7 +93,9 @@ final as (
         utilized_gpu_hours,
         measured_gpu_hours,
         pod_total_cost_usd,
-        pods
+        pods,
+        split_flag,
+        residual_gpu_share
     from joined
 )
 
