@@ -133,17 +133,9 @@ def _rss_mb(pid: int, field: str) -> float:
 
 
 def _rows(home: Path, scale: str) -> StageResult:
-    """Row counts of the big landing tables (and their rollups), read from the lake's Parquet footers
-    in a child process (a Linux child inherits its parent's peak RSS: this process stays small so
-    that the stages' peaks are their own)."""
-    code = ("import json, sys, duckdb; from pathlib import Path; lake = Path(sys.argv[1]); out = {}\n"
-            "for t in ('k8s_pods', 'k8s_nodes', 'gpu_samples', 'container_usage', 'serving_requests', "
-            "'gpu_samples_hourly', 'container_usage_hourly'):\n"
-            "    if (lake / t).is_dir():\n"
-            "        g = str(lake / t / 'cluster=*' / 'day=*' / '*.parquet')\n"
-            "        out[t] = duckdb.sql(f\"select coalesce(sum(num_rows), 0) from parquet_file_metadata('{g}')\").fetchall()[0][0]\n"
-            "print(json.dumps(out))")
-    proc = subprocess.run([sys.executable, "-c", code, str(home / "lake")], capture_output=True, text=True)
+    """Row counts of the big landing tables and their rollups (bench/lake_rows.py, in a child process:
+    a Linux child inherits its parent's peak RSS, so this process stays small)."""
+    proc = subprocess.run([sys.executable, "-m", "bench.lake_rows", str(home / "lake")], capture_output=True, text=True)
     if proc.returncode != 0:
         return StageResult("lake rows", scale, 0, 0, False, proc.stderr[-300:])
     counts = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -79,7 +79,7 @@ def remote_build(home: Path | str, *, config: str = "", full: bool = False, sele
     """Run a build in the home's worker; the answer's ``result`` (BuildResult fields) and ``summary``
     (ShowbackSummary fields, or None). Raises :class:`WorkerUnavailable` when no worker answers, and
     the build's own error class (BuildFailed, BuildLocked, ConfigError, ...) when it failed."""
-    from transform.runner import BuildFailed, BuildLocked, BuildResult
+    from transform.runner import BuildFailed, BuildLocked
 
     home = Path(home).resolve()
     answer = _ask(socket_path(home), {"op": "build", "home": str(home), "config": config, "full": full, "select": select,
@@ -89,7 +89,7 @@ def remote_build(home: Path | str, *, config: str = "", full: bool = False, sele
     err = answer.get("error") or {}
     kind, message = err.get("kind"), str(err.get("message") or "the build worker reported an error")
     if kind == "BuildFailed":
-        raise BuildFailed(message, _result_of(err.get("result") or {}, BuildResult))
+        raise BuildFailed(message, _result_of(err.get("result") or {}))
     if kind == "BuildLocked":
         raise BuildLocked(message)
     if kind == "ConfigError":
@@ -101,8 +101,9 @@ def config_of(settings: Any) -> str:
     return str(Path(settings.config).resolve()) if getattr(settings, "config", None) else ""
 
 
-def _result_of(data: dict[str, Any], cls: Any) -> Any:
-    from transform.runner import NodeResult
+def _result_of(data: dict[str, Any]) -> Any:
+    """A :class:`BuildResult` from its JSON fields."""
+    from transform.runner import BuildResult, NodeResult
 
     fields = dict(data)
     fields["nodes"] = [NodeResult(**n) for n in fields.get("nodes", [])]
@@ -110,14 +111,12 @@ def _result_of(data: dict[str, Any], cls: Any) -> Any:
     fields.setdefault("success", False)
     fields.setdefault("seconds", 0.0)
     fields.setdefault("full_refresh", False)
-    return cls(**fields)
+    return BuildResult(**fields)
 
 
 def result_from_answer(answer: dict[str, Any]) -> Any:
     """The :class:`BuildResult` of a worker's answer."""
-    from transform.runner import BuildResult
-
-    return _result_of(answer["result"], BuildResult)
+    return _result_of(answer["result"])
 
 
 def summary_from_answer(answer: dict[str, Any]) -> Any:
@@ -220,8 +219,6 @@ def serve(settings: Any, *, ready: Any = None) -> None:
     """Serve builds for ``settings.home`` on its socket until interrupted. The project is parsed
     once at start (with the vars of a build of this home), so the first build is already warm.
     ``ready(path)`` is called once the socket listens."""
-    from transform.runner import dbt_vars
-
     path = socket_path(settings.home)
     path.parent.mkdir(parents=True, exist_ok=True)
     if worker_alive(settings.home) is not None:
@@ -229,7 +226,7 @@ def serve(settings: Any, *, ready: Any = None) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a stale socket of a worker that is gone
     worker = _Worker(settings)
-    _warm(worker, settings, dbt_vars)
+    _warm(worker, settings)
     server = _Server(str(path), _Handler)
     server.worker = worker
     try:
@@ -242,7 +239,7 @@ def serve(settings: Any, *, ready: Any = None) -> None:
             path.unlink()
 
 
-def _warm(worker: _Worker, settings: Any, dbt_vars: Any) -> None:
+def _warm(worker: _Worker, settings: Any) -> None:
     """Import dbt and parse the project with the arguments an incremental build of this home uses."""
     from gpufinops.warehouse import versions_dir
     from transform import runner
@@ -252,7 +249,7 @@ def _warm(worker: _Worker, settings: Any, dbt_vars: Any) -> None:
         return  # nothing to build yet: the first build parses
     link = Path(os.path.abspath(settings.warehouse_path))
     work = Path(settings.home).resolve() / "dbt"
-    common = runner.dbt_common_args(work, dbt_vars(settings))
+    common = runner.dbt_common_args(work, runner.dbt_vars(settings))
     env = runner.dbt_environment(settings, work, versions_dir(link) / STAGE, full_refresh=False)
     with runner._environment(env):
         worker.cache.get(common)
