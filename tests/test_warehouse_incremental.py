@@ -9,6 +9,7 @@ every table the build writes (marts, dq, the incremental intermediates), to 1e-9
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import shutil
 from datetime import timedelta
@@ -239,3 +240,61 @@ def test_changed_seed_files_make_the_build_a_full_one(builds):
     assert result.note is not None and "seed" in result.note
     assert result.count("seed") == 4
     assert json.loads(state.read_text())["digest"] == seed_digest()
+
+
+@pytest.fixture(scope="module")
+def late_bill(second, tmp_path_factory):
+    """Two more incremental builds on a copy of the second: the first lands an hour of both clusters on
+    2026-11-03 (so every cluster's window starts on 11-02); the second lands the FOCUS bill of every
+    node-day of 11-01 (older than every window) and 11-02, and one more hour of c1."""
+    from ingest.focus import ingest_focus_files
+    from ingest.focus.demo_bill import write_demo_bill
+    from transform import run_build
+
+    again, _, _ = second
+    home = tmp_path_factory.mktemp("bill") / "home"
+    shutil.copytree(again.home, home, symlinks=True)
+    billed = Settings(home=home)
+    for cluster in ("c1", "c2"):
+        lake.write_small_lake(billed.lake_dir, start=lake.T0 + timedelta(hours=18), hours=1, cluster=cluster)
+    assert run_build(billed).success
+    con = duckdb.connect(str(billed.warehouse_path), read_only=True)
+    try:
+        bill = write_demo_bill(con, home / "bill.csv", lake_dir=billed.lake_dir)
+    finally:
+        con.close()
+    # the bill of 11-01 and 11-02 (the small lake's two clusters share their instance ids: one day each)
+    with bill.path.open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["ChargePeriodStart"] < "2026-11-03"]
+    assert {r["SubAccountId"] for r in rows} == {"demo-c1", "demo-c2"}
+    with (home / "bill-1101-1102.csv").open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    ingest_focus_files(billed.lake_dir, [home / "bill-1101-1102.csv"])
+    lake.write_small_lake(billed.lake_dir, start=lake.T0 + timedelta(hours=19), hours=1)
+    result = run_build(billed)
+    full = Settings(home=tmp_path_factory.mktemp("full-bill"))
+    shutil.copytree(billed.lake_dir, full.lake_dir)
+    run_build(full, full_refresh=True)
+    return billed, result, full
+
+
+def test_a_late_bill_for_a_day_before_the_window_is_split_like_a_full_build(late_bill):
+    """fct_focus_allocation_daily is incremental per day: it rebuilds the window's days and every older
+    day whose bill changed, so a bill for 11-01 (c2's only day, before both clusters' cutoffs) is split."""
+    billed, result, full = late_bill
+    assert result.success and not result.full_refresh
+    compiled = (Path(billed.home) / "dbt" / "target" / "compiled" / "gpufinops" / "models" / "marts"
+                / "fct_focus_allocation_daily.sql").read_text()
+    # the window: from 11-02 (the clusters' newest day 11-03 less the lookback), plus the billed old day
+    assert "day >= cast('2026-11-02' as date) or day in (cast('2026-11-01' as date))" in compiled
+    con = duckdb.connect(str(billed.warehouse_path), read_only=True)
+    try:
+        origins = con.sql("select distinct day::varchar, charge_origin from fct_focus_allocation_daily "
+                          "where cluster = 'c2' order by 1").fetchall()
+    finally:
+        con.close()
+    # c2's 11-01 is split from the bill now (it was a computed charge); 11-03 has no bill yet
+    assert origins == [("2026-11-01", "bill"), ("2026-11-03", "computed")]
+    _assert_same_tables(billed, full)

@@ -19,14 +19,18 @@
 -- no recipient: all unallocated). With a bill, the provider's own control-plane lines pass through.
 -- Amounts (billed, effective, list, contracted cost, pricing and consumed quantity) = ratio × the
 -- origin charge's; so Σ ratio = 1 and Σ amounts = the origin's per origin charge (tested to 1e-9).
+-- Incremental: delete+insert per day, the days of macro focus_window (from the earliest cluster's
+-- cutoff, plus every older day whose bill changed since the last build); a full refresh rebuilds all.
+{{ incremental_by(['day'], ['day']) }}
 {%- set method = var('shared_cost_method') %}
+{%- set in_window = focus_window('day') %}
 
 with node_days as (
-    select * from {{ ref('int_node_days') }}
+    select * from {{ ref('int_node_days') }} where {{ in_window }}
 ),
 
 bill_lines as (
-    select * from {{ ref('int_bill_lines') }}
+    select * from {{ ref('int_bill_lines') }} where {{ in_window }}
 ),
 
 bill_days as (
@@ -35,7 +39,7 @@ bill_days as (
 
 groups as (
     -- per (day, cluster, node, namespace, workload): usage and cost (int_workload_node_daily)
-    select * from {{ ref('int_workload_node_daily') }}
+    select * from {{ ref('int_workload_node_daily') }} where {{ in_window }}
 ),
 
 shares as (
@@ -147,7 +151,7 @@ overhead_charges as (
     from {{ ref('fct_showback_daily') }} as s
     inner join cluster_days as c
         on s.day = c.day and s.cluster = c.cluster
-    where s.namespace = '(overhead)' and s.direct_cost_usd > 0
+    where s.namespace = '(overhead)' and s.direct_cost_usd > 0  -- the window's days: cluster_days
 ),
 
 cluster_recipients as (
