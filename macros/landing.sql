@@ -129,11 +129,15 @@
 {%- endmacro %}
 
 
-{% macro lake_scan(table, since_day=none) -%}
+{% macro lake_scan(table, since_day=none, since_ts=none) -%}
   {#- The landing table as a relation with every landing column typed. Columns the files already
       hold with the landing type are read as they are (a no-op cast of the nested pod/node columns
       copies every value and costs more than the query around it); a column no file has yet (an
-      older lake) reads as a typed null; any other type is cast. -#}
+      older lake) reads as a typed null; any other type is cast.
+      `since_ts` ('YYYY-MM-DD HH:MM:SS', UTC): only rows at or after it, compared on the file's own
+      time column (DuckDB, files of the landing type), which DuckDB checks against each Parquet row
+      group's statistics: an hour's build reads the last day's row groups from the window on, not
+      the whole day= partition (the staged, converted column cannot be pushed into the scan). -#}
   {%- set cols = landing_columns(table) -%}
   {%- set files = lake_files(table, since_day) -%}
   {%- if files | length > 0 -%}
@@ -147,7 +151,9 @@
         {%- else %} cast(null as {{ landing_type(typ) }}) as {{ adapter.quote(name) }}
         {%- endif %}{{ "," if not loop.last }}
       {%- endfor %}
-     from {{ source }})
+     from {{ source }}
+     {%- set bound = lake_scan_bound(table, file_types, since_ts) %}
+     {%- if bound %} where {{ bound }}{% endif %})
   {%- else -%}
     (select {% for name, typ in cols %}cast(null as {{ landing_type(typ) }}) as {{ adapter.quote(name) }}{{ ", " if not loop.last }}{% endfor %} where false)
   {%- endif -%}
@@ -247,10 +253,15 @@
   {%- if is_incremental() and var('prune_partitions') and execute -%}
     {%- set margin_h = (var('incremental_lookback_hours') + 1) + var('snapshot_interval_s') * var('coverage_cap_factor') / 3600 -%}
     {%- set res = run_query("select cluster, " ~ day_string("max(" ~ time_column ~ ") - " ~ hours_interval(margin_h)) ~
+                            ", cast(max(" ~ time_column ~ ") - " ~ hours_interval(margin_h) ~ " as string)" ~
                             " from " ~ this ~ " group by cluster") -%}
     {%- set since = {} -%}
-    {%- for row in res.rows -%}{%- do since.update({row[0]: row[1]}) -%}{%- endfor -%}
-    ({{ staging_select(table, lake_scan(table, since)) }})
+    {%- set starts = [] -%}
+    {%- for row in res.rows -%}{%- do since.update({row[0]: row[1]}) -%}{%- do starts.append(row[2][:19]) -%}{%- endfor -%}
+    {#- every lake cluster has rows in the target: the earliest of their starts bounds the rows too -#}
+    {%- set clusters = var('lake_clusters', none) -%}
+    {%- set every = starts | length > 0 and clusters is not none and clusters | reject('in', since) | list | length == 0 -%}
+    ({{ staging_select(table, lake_scan(table, since, since_ts=(starts | min) if every else none)) }})
   {%- else -%}
     {{ ref(stg_model) }}
   {%- endif -%}
@@ -376,4 +387,19 @@
   {%- else -%}
     {{- scalars.get(t, t) -}}
   {%- endif -%}
+{%- endmacro %}
+
+
+{% macro lake_scan_bound(table, file_types, since_ts) -%}
+  {#- lake_scan's `since_ts` filter on the raw time column ('' = none): DuckDB only, and only when
+      the files hold that column with its landing type (no cast between the filter and the scan). -#}
+  {%- set columns = {'k8s_pods': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
+                     'k8s_nodes': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
+                     'gpu_samples_hourly': ('hour', 'TIMESTAMP', 'timestamp'),
+                     'container_usage_hourly': ('hour', 'TIMESTAMP', 'timestamp')} -%}
+  {%- if since_ts is none or target.type != 'duckdb' or table not in columns -%}{{ return('') }}{%- endif -%}
+  {%- set column, file_type, literal = columns[table] -%}
+  {%- if file_types.get(column) != file_type -%}{{ return('') }}{%- endif -%}
+  {%- set suffix = '+00' if literal == 'timestamptz' else '' -%}
+  {{ return(adapter.quote(column) ~ " >= cast('" ~ since_ts ~ suffix ~ "' as " ~ literal ~ ")") }}
 {%- endmacro %}

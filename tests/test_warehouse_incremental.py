@@ -153,6 +153,11 @@ def test_a_window_bounded_by_one_constant_still_equals_a_full_build(second):
     capacity = (Path(again.home) / "dbt" / "target" / "compiled" / "gpufinops" / "models" / "marts"
                 / "fct_cluster_capacity_hourly.py").read_text()
     assert "'lake_clusters': 'c1|c2'" in capacity
+    # the pod snapshots are bounded on the files' own time column (Parquet row groups can be skipped):
+    # c2's newest hour less the lookback, one hour and the coverage cap (3 × 60 s)
+    pods = (Path(again.home) / "dbt" / "target" / "compiled" / "gpufinops" / "models" / "intermediate"
+            / "int_pods_hourly.sql").read_text()
+    assert "\"snapshot_ts\" >= cast('2026-11-01 05:57:00+00' as timestamptz)" in pods
     _assert_same_tables(again, full)
     con = duckdb.connect(str(again.warehouse_path), read_only=True)
     try:
