@@ -231,14 +231,15 @@
    group by {{ keys | join(', ') }})
 {%- endmacro %}
 
-{% macro hist_quantiles(relation, keys, qs, bucket='b', n='n') -%}
+{% macro hist_quantiles(relation, keys, qs, bucket='b', n='n', summed=false) -%}
   {#- Per `keys`, the nearest-rank quantiles `qs` (dict alias -> q) of the histogram rows of `relation`
-      (one row per key and bucket, any number of rows per bucket: they are summed first). -#}
+      (one row per key and bucket, any number of rows per bucket: they are summed first; `summed`: the
+      rows are one per key and bucket already, e.g. hist_bucket_sums', and are read as they are). -#}
   {%- set k = keys | join(', ') -%}
   (select {{ k }}{% for alias, q in qs.items() %}, min(case when cum_n >= {{ q }} * tot_n - 1e-9 then {{ bucket }} end) as {{ alias }}{% endfor %}
    from (select {{ k }}, {{ bucket }}, sum(n) over (partition by {{ k }} order by {{ bucket }}) as cum_n,
                 sum(n) over (partition by {{ k }}) as tot_n
-         from (select {{ k }}, {{ bucket }}, sum({{ n }}) as n from {{ relation }} group by {{ k }}, {{ bucket }}) as merged) as c
+         from {% if summed %}(select {{ k }}, {{ bucket }}, {{ n }} as n from {{ relation }}){% else %}(select {{ k }}, {{ bucket }}, sum({{ n }}) as n from {{ relation }} group by {{ k }}, {{ bucket }}){% endif %} as merged) as c
    group by {{ k }})
 {%- endmacro %}
 
