@@ -58,18 +58,24 @@ create or replace macro {{ this.schema }}.gpu_device_evidence_window(window_star
   with d as (
       select * from {{ ref('fct_gpu_device_evidence_hourly').include(database=false) }} where hour >= window_start and hour < window_end
   ),
-  util_rows as (
-      select {{ dev | join(', ') }}, e.b as b, e.n as n
-      from (select {{ dev | join(', ') }}, unnest(util_hist) as e from d) as u
-  ),
-  q as {{ hist_quantiles('util_rows', dev, {'p50': 0.5, 'p95': 0.95}) }},
   s as (
-      select {{ dev | join(', ') }}, sum(samples) as samples, max(util_max) as util_max,
+      -- one row per device in the window, numbered: the histogram merge groups and partitions by that
+      -- integer, not by seven columns (at 1,000 nodes × 7 days: 27 s of the recommender's load)
+      select {{ dev | join(', ') }}, row_number() over (order by {{ dev | join(', ') }}) as dev_id,
+             sum(samples) as samples, max(util_max) as util_max,
              sum(util_mean * samples) / nullif(sum(case when util_mean is not null then samples end), 0) as util_mean
       from d
       group by {{ dev | join(', ') }}
-  )
-  select s.*, {{ util_bucket_value('q.p50') }} as util_p50, {{ util_bucket_value('q.p95') }} as util_p95
+  ),
+  hists as (
+      select s.dev_id, d.util_hist
+      from d
+      inner join s on {% for k in dev %}d.{{ k }} is not distinct from s.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
+  ),
+  util_rows as {{ hist_bucket_sums('hists', ['dev_id'], 'util_hist') }},
+  q as {{ hist_quantiles('util_rows', ['dev_id'], {'p50': 0.5, 'p95': 0.95}, summed=true) }}
+  select {% for k in dev %}s.{{ k }}, {% endfor %}s.samples, s.util_max, s.util_mean,
+         {{ util_bucket_value('q.p50') }} as util_p50, {{ util_bucket_value('q.p95') }} as util_p95
   from s
-  left join q on {% for k in dev %}s.{{ k }} = q.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
+  left join q on s.dev_id = q.dev_id
 {%- endmacro %}
