@@ -274,3 +274,12 @@
         from {{ source }}
     )
 {%- endmacro %}
+
+
+{% macro key_hash(columns) -%}
+  {#- a 64-bit hash of the columns (nulls included): only to find rows whose key no other row shares;
+      equal hashes are resolved by the columns themselves -#}
+  {{ return(adapter.dispatch('key_hash', 'gpufinops')(columns)) }}
+{%- endmacro %}
+{% macro duckdb__key_hash(columns) -%}hash({{ columns | join(', ') }}){%- endmacro %}
+{% macro spark__key_hash(columns) -%}xxhash64({{ columns | join(', ') }}){%- endmacro %}

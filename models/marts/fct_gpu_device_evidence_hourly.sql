@@ -8,12 +8,14 @@
 -- macros util_bucket / fb_bucket) that merge exactly over any window: the recommender's window
 -- p50 / p95 are read off the merged counts (macro hist_quantiles), never percentiles of percentiles.
 -- Merged from the lake's hourly rollups (macros/rollups.sql: one row per raw file and key): a key
--- in one file keeps that file's lists; a key in several (two runs within an hour) sums per bucket.
+-- in one file keeps that file's row and lists as they are (found by a hash of the key, without
+-- carrying the lists through a GROUP BY: the full build's largest cost at 1,000 nodes); a key in
+-- several (two runs within an hour) sums per bucket.
 
 {%- set key = ['cluster', 'hour', 'hostname', 'device_id', 'mig_instance', 'namespace', 'pod'] %}
 
 with parts as (
-    select src.*
+    select src.*, {{ key_hash(key) }} as key_hash
     from {{ landing_input('stg_dcgm__gpu_hourly', 'gpu_samples_hourly') }} as src
     where src.pod is not null
     {%- if is_incremental() %}
@@ -21,34 +23,62 @@ with parts as (
     {%- endif %}
 ),
 
-per_device as (
-    select
-        {{ key | join(', ') }},
-        count(*) as parts,
-        cast(sum(samples) as bigint) as samples,
-        sum(util_sum) / nullif(sum(samples), 0) as util_mean,
-        max(util_max) as util_max,
-        sum(fb_sum) / nullif(sum(fb_samples), 0) as fb_used_mean_mib,
-        max(fb_used_max_mib) as fb_used_max_mib,
-        max(fb_total_mib) as fb_total_mib,
-        case when count(*) = 1 then any_value(util_hist) end as util_hist_one,
-        case when count(*) = 1 then any_value(fb_hist) end as fb_hist_one
-    from parts
-    group by {{ key | join(', ') }}
+key_parts as (
+    -- rows per hash of the key: a lean GROUP BY on one integer. A hash held by one row is a key held
+    -- by one file, whose row is the device-hour as it is; a hash held by more (a key in several files,
+    -- or keys whose hashes collide) goes through the exact merge by the key itself below.
+    select key_hash, count(*) as n from parts group by key_hash
+),
+
+single as (
+    select p.* from parts as p inner join key_parts as k on p.key_hash = k.key_hash where k.n = 1
 ),
 
 split as (
-    -- the rows of the keys held by more than one file
-    select p.*
-    from parts as p
-    inner join per_device as d
-        on {% for k in key %}p.{{ k }} is not distinct from d.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
-    where d.parts > 1
+    select p.* from parts as p inner join key_parts as k on p.key_hash = k.key_hash where k.n > 1
 ),
 
 util_merged as {{ hist_list(hist_bucket_sums('split', key, 'util_hist'), key) }},
 
 fb_merged as {{ hist_list(hist_bucket_sums('split', key, 'fb_hist'), key) }},
+
+split_devices as (
+    select
+        {{ key | join(', ') }},
+        cast(sum(samples) as bigint) as samples,
+        sum(util_sum) / nullif(sum(samples), 0) as util_mean,
+        max(util_max) as util_max,
+        sum(fb_sum) / nullif(sum(fb_samples), 0) as fb_used_mean_mib,
+        max(fb_used_max_mib) as fb_used_max_mib,
+        max(fb_total_mib) as fb_total_mib
+    from split
+    group by {{ key | join(', ') }}
+),
+
+per_device as (
+    select
+        {{ key | join(', ') }},
+        cast(samples as bigint) as samples,
+        util_sum / nullif(samples, 0) as util_mean,
+        util_max,
+        fb_sum / nullif(fb_samples, 0) as fb_used_mean_mib,
+        fb_used_max_mib,
+        fb_total_mib,
+        util_hist,
+        fb_hist
+    from single
+    union all
+    select
+        {% for k in key %}d.{{ k }}, {% endfor %}
+        d.samples, d.util_mean, d.util_max, d.fb_used_mean_mib, d.fb_used_max_mib, d.fb_total_mib,
+        coalesce(um.hist, {{ empty_list_of_pairs() }}) as util_hist,
+        coalesce(fm.hist, {{ empty_list_of_pairs() }}) as fb_hist
+    from split_devices as d
+    left join util_merged as um
+        on {% for k in key %}d.{{ k }} is not distinct from um.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
+    left join fb_merged as fm
+        on {% for k in key %}d.{{ k }} is not distinct from fm.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
+),
 
 workloads as (
     -- samples carry the pod's name: its workload (a reused name: the newest UID's)
@@ -73,13 +103,9 @@ final as (
         d.fb_used_mean_mib,
         d.fb_used_max_mib,
         d.fb_total_mib,
-        coalesce(d.util_hist_one, um.hist, {{ empty_list_of_pairs() }}) as util_hist,
-        coalesce(d.fb_hist_one, fm.hist, {{ empty_list_of_pairs() }}) as fb_hist
+        coalesce(d.util_hist, {{ empty_list_of_pairs() }}) as util_hist,
+        coalesce(d.fb_hist, {{ empty_list_of_pairs() }}) as fb_hist
     from per_device as d
-    left join util_merged as um
-        on {% for k in key %}d.{{ k }} is not distinct from um.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
-    left join fb_merged as fm
-        on {% for k in key %}d.{{ k }} is not distinct from fm.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
     left join workloads as w
         on d.cluster = w.cluster and d.namespace = w.namespace and d.pod = w.pod
 )
