@@ -16,8 +16,7 @@
   {%- for row in run_query("select cluster, cast(max(day) as string) from " ~ this ~ " where cluster is not null group by cluster").rows -%}
     {%- do newest.update({row[0]: row[1]}) -%}
   {%- endfor -%}
-  {%- set clusters = var('lake_clusters', none) -%}
-  {%- if newest | length == 0 or clusters is none or clusters | reject('in', newest) | list | length > 0 -%}
+  {%- if not every_lake_cluster_in(newest) -%}
     {{ return('true') }}
   {%- endif -%}
   {%- set lookback = dt.timedelta(hours=var('incremental_lookback_hours')) -%}

@@ -215,8 +215,7 @@
         {%- do whens.append(" when " ~ cluster ~ " = '" ~ (c | replace("'", "''")) ~ "' then " ~ start[1]) -%}
       {%- endfor -%}
       {%- do cutoffs.append("(case" ~ whens | join ~ " else " ~ floor ~ " end)") -%}
-      {%- set clusters = var('lake_clusters', none) -%}
-      {%- if clusters is not none and clusters | reject('in', starts) | list | length == 0 -%}
+      {%- if every_lake_cluster_in(starts) -%}
         {%- do cutoffs.insert(0, "(" ~ (starts.values() | sort(attribute='0') | first)[1] ~ ")") -%}
       {%- endif -%}
     {%- endif -%}
@@ -225,6 +224,17 @@
     {%- set bound = cutoff ~ (' - ' ~ hours_interval(minus_hours) if minus_hours else '') -%}
     {{ column }} >= {{ dbt.date_trunc('day', bound) if day else bound }}{{ ' and ' if not loop.last }}
   {%- endfor -%}
+{%- endmacro %}
+
+
+{% macro every_lake_cluster_in(clusters_with_rows) -%}
+  {#- Whether every cluster of the lake's fleet tables (var lake_clusters, from the runner) is among
+      `clusters_with_rows` (the clusters the target already has rows for): only then may an incremental
+      run bound its window by one constant; a cluster new to the target needs all its history. False
+      when var lake_clusters is not set or no cluster has rows yet. -#}
+  {%- set clusters = var('lake_clusters', none) -%}
+  {{ return(clusters_with_rows | length > 0 and clusters is not none
+            and clusters | reject('in', clusters_with_rows) | list | length == 0) }}
 {%- endmacro %}
 
 
@@ -259,9 +269,7 @@
     {%- set starts = [] -%}
     {%- for row in res.rows -%}{%- do since.update({row[0]: row[1]}) -%}{%- do starts.append(row[2][:19]) -%}{%- endfor -%}
     {#- every lake cluster has rows in the target: the earliest of their starts bounds the rows too -#}
-    {%- set clusters = var('lake_clusters', none) -%}
-    {%- set every = starts | length > 0 and clusters is not none and clusters | reject('in', since) | list | length == 0 -%}
-    ({{ staging_select(table, lake_scan(table, since, since_ts=(starts | min) if every else none)) }})
+    ({{ staging_select(table, lake_scan(table, since, since_ts=(starts | min) if every_lake_cluster_in(since) else none)) }})
   {%- else -%}
     {{ ref(stg_model) }}
   {%- endif -%}
