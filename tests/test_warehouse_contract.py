@@ -139,3 +139,49 @@ def test_a_cpu_only_task_strands_every_free_gpu():
     shapes = pd.DataFrame([{"cluster": "c", "hour": 0, "cpu": 1.0, "k": 0, "d": 0.0, "p": 1.0}])
     out = cap._fragmentation(nodes, np.array([[1.0, 0.25]]), shapes)
     assert out["fragmentation_gpus"].iloc[0] == pytest.approx(1.25)
+
+
+def test_free_matrix_takes_whole_devices_then_places_the_fractions():
+    cap = _capacity_model()
+    nodes = pd.DataFrame([
+        {"cluster": "c", "hour": 0, "node": "a", "gpu_capacity": 4, "whole_pod_gpus": 1.0},
+        {"cluster": "c", "hour": 0, "node": "b", "gpu_capacity": 2, "whole_pod_gpus": 0.0},
+    ])
+    split = pd.DataFrame([
+        {"cluster": "c", "hour": 0, "node": "a", "gpu_equiv": 1.5},   # a time-sliced 1.5: 1 device + 0.5
+        {"cluster": "c", "hour": 0, "node": "a", "gpu_equiv": 0.25},
+        {"cluster": "c", "hour": 0, "node": "gone", "gpu_equiv": 0.5},  # its node is not in the snapshot
+    ])
+    free = cap._free_matrix(nodes, split)
+    # a: whole 1 + 1 -> devices 0 and 1; 0.5 onto device 2, then 0.25 best-fit onto the same device
+    assert free[0].tolist() == pytest.approx([0.0, 0.0, 0.25, 1.0])
+    assert free[1, :2].tolist() == [1.0, 1.0] and np.isnan(free[1, 2:]).all()
+
+
+def test_task_shapes_from_counted_rows_equal_those_from_pod_rows():
+    cap = _capacity_model()
+    pods = pd.DataFrame([{"cluster": "c", "hour": 0, "gpu_equiv": 1.0, "cpu_request": 1.0}] * 3
+                        + [{"cluster": "c", "hour": 0, "gpu_equiv": 0.3333, "cpu_request": 2.0}] * 2
+                        + [{"cluster": "c", "hour": 0, "gpu_equiv": 0.33334, "cpu_request": 2.0}])
+    counted = pods.groupby(["cluster", "hour", "gpu_equiv", "cpu_request"]).size().rename("n").reset_index()
+    a, b = cap._shapes(pods), cap._shapes(counted)
+    assert a.reset_index(drop=True).equals(b.reset_index(drop=True))
+    assert a["p"].tolist() == pytest.approx([0.5, 0.5])  # 0.3333 and 0.33334 are one shape (d to 4 places)
+
+
+def test_lower_bound_per_pool_from_node_rows():
+    cap = _capacity_model()
+    nodes = pd.DataFrame([
+        {"cluster": "c", "hour": 0, "node_pool": "p", "gpu_capacity": 8, "cpu_allocatable": 64.0,
+         "memory_allocatable_gib": 512.0, "gpu_requested": 6.0, "cpu_requested": 10.0,
+         "memory_requested_gib": 100.0, "workload_pods": 2},
+        {"cluster": "c", "hour": 0, "node_pool": "p", "gpu_capacity": 8, "cpu_allocatable": 64.0,
+         "memory_allocatable_gib": 512.0, "gpu_requested": 3.0, "cpu_requested": 1.0,
+         "memory_requested_gib": 1.0, "workload_pods": 1},
+        {"cluster": "c", "hour": 0, "node_pool": "q", "gpu_capacity": 0, "cpu_allocatable": 16.0,
+         "memory_allocatable_gib": 64.0, "gpu_requested": 0.0, "cpu_requested": 0.5,
+         "memory_requested_gib": 0.5, "workload_pods": 0},  # system pods only: not in use
+    ])
+    out = cap._lower_bound(nodes)
+    # pool p: ceil(9 / 8) = 2 nodes; pool q: ceil(0.5 / 16) = 1 (its system pods need a node)
+    assert out[["nodes_in_use", "nodes_lower_bound"]].values.tolist() == [[2, 3]]

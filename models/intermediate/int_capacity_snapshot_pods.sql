@@ -24,8 +24,8 @@ final as (
         a.gpu_equiv,
         a.gpu_resource,
         -- whole devices: plain nvidia.com/gpu (not time-sliced) and other accelerators
-        a.gpu_resource in ('nvidia.com/gpu', 'amd.com/gpu', 'aws.amazon.com/neuron', 'habana.ai/gaudi', 'intel.com/gpu')
-            and a.gpu_equiv >= 1 and a.gpu_equiv = floor(a.gpu_equiv) as is_whole,
+        coalesce(a.gpu_resource in ('nvidia.com/gpu', 'amd.com/gpu', 'aws.amazon.com/neuron', 'habana.ai/gaudi', 'intel.com/gpu')
+            and a.gpu_equiv >= 1 and a.gpu_equiv = floor(a.gpu_equiv), false) as is_whole,
         coalesce(t.tier, 'batch') = 'system' as is_system,
         s.gpu_model_constraint
     from allocation as a

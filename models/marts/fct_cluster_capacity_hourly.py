@@ -28,51 +28,64 @@ _EPS = 1e-9
 _SHARE = 0.95
 
 
-def _free_matrix(nodes: pd.DataFrame, pods: pd.DataFrame) -> np.ndarray:
-    """R: one row per node-hour, one column per device (NaN past the node's GPU count)."""
+def _free_matrix(nodes: pd.DataFrame, split_pods: pd.DataFrame) -> np.ndarray:
+    """R: one row per node-hour, one column per device (NaN past the node's GPU count).
+
+    ``nodes`` carries ``whole_pod_gpus``, the devices its whole-GPU pods hold (summed in
+    int_capacity_snapshot_nodes); ``split_pods`` lists its other GPU pods (cluster, hour, node,
+    gpu_equiv), whose whole part takes devices too and whose fractional part is placed best-fit."""
     gmax = int(nodes["gpu_capacity"].max()) if len(nodes) else 0
     gmax = max(gmax, 1)
     caps = nodes["gpu_capacity"].to_numpy(dtype=np.int64)
     cols = np.arange(gmax)
     free = np.where(cols[None, :] < caps[:, None], 1.0, np.nan)
-    if pods.empty:
+    if not len(nodes):
         return free
-    key = ["cluster", "hour", "node"]
-    index = pd.Series(np.arange(len(nodes)), index=pd.MultiIndex.from_frame(nodes[key]))
-    gpu_pods = pods[pods["gpu_equiv"] > 0]
-    whole_equiv = np.where(gpu_pods["is_whole"], gpu_pods["gpu_equiv"], np.floor(gpu_pods["gpu_equiv"] + _EPS))
-    frac_equiv = gpu_pods["gpu_equiv"].to_numpy() - whole_equiv
-    gp = gpu_pods[key].assign(whole=whole_equiv, frac=frac_equiv)
-    rows = index.reindex(pd.MultiIndex.from_frame(gp[key])).to_numpy()
-    gp = gp.assign(row=rows).dropna(subset=["row"])
-    gp["row"] = gp["row"].astype(np.int64)
-    whole = gp.groupby("row")["whole"].sum()
-    for r, w in whole.items():
-        n = int(min(round(w), caps[r]))
-        free[r, :n] = 0.0
-    fr = gp[gp["frac"] > _EPS]
-    for r, grp in fr.groupby("row"):
+    whole = nodes["whole_pod_gpus"].to_numpy(dtype=float) if "whole_pod_gpus" in nodes else np.zeros(len(nodes))
+    rows = frac = np.zeros(0)
+    if len(split_pods):
+        key = ["cluster", "hour", "node"]
+        index = pd.Series(np.arange(len(nodes)), index=pd.MultiIndex.from_frame(nodes[key]))
+        found = index.reindex(pd.MultiIndex.from_frame(split_pods[key])).to_numpy()
+        equiv = split_pods["gpu_equiv"].to_numpy(dtype=float)
+        keep = ~np.isnan(found) & (equiv > 0)
+        rows, equiv = found[keep].astype(np.int64), equiv[keep]
+        floor = np.floor(equiv + _EPS)
+        whole = whole + np.bincount(rows, weights=floor, minlength=len(nodes))
+        frac = equiv - floor
+    held = np.minimum(np.round(whole), caps)  # round half to even, as Python's round
+    free[cols[None, :] < held[:, None]] = 0.0
+    placed = frac > _EPS
+    rows, frac = rows[placed], frac[placed]
+    order = np.argsort(rows, kind="stable")
+    rows, frac = rows[order], frac[order]
+    if not len(rows):
+        return free
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    for r, part in zip(rows[starts], np.split(frac, starts[1:]), strict=True):
         g = int(caps[r])
         if g == 0:
             continue
         dev = free[r, :g]
-        place_fractions(dev, grp["frac"].tolist())
+        place_fractions(dev, part.tolist())
         free[r, :g] = dev
     return free
 
 
 def _shapes(pods: pd.DataFrame) -> pd.DataFrame:
-    """Task shapes per (cluster, hour) with renormalised probabilities p."""
+    """Task shapes per (cluster, hour) with renormalised probabilities p. ``pods``: one row per
+    workload pod, or per distinct (cluster, hour, cpu_request, gpu_equiv, model) with its count n."""
     gp = pods[~pods["is_system"].astype(bool)].copy() if "is_system" in pods else pods.copy()
     if gp.empty:
         return pd.DataFrame(columns=["cluster", "hour", "cpu", "k", "d", "model", "p"])
-    e = gp["gpu_equiv"].to_numpy()
+    e = gp["gpu_equiv"].to_numpy(dtype=float)
     gp["k"] = np.where(e >= 1 - _EPS, np.ceil(e - _EPS), np.where(e > _EPS, 1, 0)).astype(np.int64)
     gp["d"] = np.where(e >= 1 - _EPS, 1.0, np.round(np.clip(e, 0, None), 4))
     gp["cpu"] = np.round(gp["cpu_request"].to_numpy(dtype=float), 3)
     model = gp["gpu_model_constraint"] if "gpu_model_constraint" in gp else pd.Series("", index=gp.index)
     gp["model"] = model.fillna("").astype(str)
-    counts = gp.groupby(["cluster", "hour", "cpu", "k", "d", "model"]).size().rename("n").reset_index()
+    gp["n"] = gp["n"].astype(np.int64) if "n" in gp else 1
+    counts = gp.groupby(["cluster", "hour", "cpu", "k", "d", "model"])["n"].sum().reset_index()
     counts = counts.sort_values(["cluster", "hour", "n", "k", "d", "cpu"], ascending=[True, True, False, False, False, False])
     total = counts.groupby(["cluster", "hour"])["n"].transform("sum")
     cum = counts.groupby(["cluster", "hour"])["n"].cumsum()
@@ -90,35 +103,35 @@ def _fragmentation(nodes: pd.DataFrame, free: np.ndarray, shapes: pd.DataFrame) 
     cpu_free = nodes["cpu_free"].to_numpy(dtype=float)
     node_model = (nodes["gpu_model"] if "gpu_model" in nodes else pd.Series("", index=nodes.index)).fillna("").astype(str).to_numpy()
     groups = nodes.groupby(["cluster", "hour"], sort=False).indices
-    shape_groups = {k: g for k, g in shapes.groupby(["cluster", "hour"])} if len(shapes) else {}
+    shape_groups = shapes.groupby(["cluster", "hour"]).indices if len(shapes) else {}
+    s_cpu, s_k, s_d, s_p = (shapes[c].to_numpy() for c in ("cpu", "k", "d", "p")) if len(shapes) else ((),) * 4
+    s_model = (shapes["model"] if "model" in shapes else pd.Series("", index=shapes.index)).to_numpy()
     for key, idx in groups.items():
         rr, vv, tf, cf, nm = r[idx], valid[idx], total_free[idx], cpu_free[idx], node_model[idx]
         sh = shape_groups.get(key)
-        if sh is None or sh.empty:
+        if sh is None or not len(sh):
             frag = 0.0
         else:
-            models = sh["model"] if "model" in sh else pd.Series("", index=sh.index)
             task_shapes = [
-                TaskShape(cpu=float(cpu), gpus=int(k), per_gpu=float(d), models=parse_gpu_models(model) if k else None)
-                for cpu, k, d, model in zip(sh["cpu"], sh["k"], sh["d"], models, strict=True)
+                TaskShape(cpu=float(s_cpu[i]), gpus=int(s_k[i]), per_gpu=float(s_d[i]),
+                          models=parse_gpu_models(s_model[i]) if s_k[i] else None)
+                for i in sh
             ]
             # The formula lives in one place: gpufinops.capacity (DESIGN §3, Weng et al.).
-            frag = float(node_fragmentation(np.where(vv, rr, np.nan), cf, list(nm), task_shapes, list(sh["p"])).sum())
+            frag = float(node_fragmentation(np.where(vv, rr, np.nan), cf, list(nm), task_shapes, [s_p[i] for i in sh]).sum())
         out.append((key[0], key[1], frag, float(tf.sum())))
     return pd.DataFrame(out, columns=["cluster", "hour", "fragmentation_gpus", "free_gpus"])
 
 
-def _lower_bound(nodes: pd.DataFrame, pods: pd.DataFrame) -> pd.DataFrame:
+def _lower_bound(nodes: pd.DataFrame) -> pd.DataFrame:
+    """Per (cluster, hour): nodes in use and the bin-packing lower bound summed over node pools, from
+    the node rows (their pods' requests are summed in int_capacity_snapshot_nodes)."""
     key = ["cluster", "hour", "node_pool"]
-    shape = nodes.groupby(key).agg(
-        G=("gpu_capacity", "max"), C=("cpu_allocatable", "max"), M=("memory_allocatable_gib", "max")
+    pools = nodes.assign(in_use=(nodes["workload_pods"] > 0).astype(np.int64)).groupby(key).agg(
+        G=("gpu_capacity", "max"), C=("cpu_allocatable", "max"), M=("memory_allocatable_gib", "max"),
+        gpu=("gpu_requested", "sum"), cpu=("cpu_requested", "sum"), mem=("memory_requested_gib", "sum"),
+        nodes_in_use=("in_use", "sum"),
     )
-    pp = pods.merge(nodes[["cluster", "hour", "node", "node_pool"]], on=["cluster", "hour", "node"], how="inner")
-    demand = pp.groupby(key).agg(
-        gpu=("gpu_equiv", "sum"), cpu=("cpu_request", "sum"), mem=("memory_request_gib", "sum")
-    )
-    in_use = pp[~pp["is_system"]].groupby(key)["node"].nunique().rename("nodes_in_use")
-    pools = shape.join(demand, how="left").join(in_use, how="left").fillna(0)
     pools["nodes_lower_bound"] = [
         pool_lower_bound((gpu, cpu, mem), (G, C, M))
         for G, C, M, gpu, cpu, mem in pools[["G", "C", "M", "gpu", "cpu", "mem"]].itertuples(index=False)
@@ -198,7 +211,14 @@ def model(dbt, session):
         return r.filter(since) if since else r
 
     nodes = _pandas(rel(dbt.ref("int_capacity_snapshot_nodes")))
-    pods = _pandas(rel(dbt.ref("int_capacity_snapshot_pods")))
+    pods = rel(dbt.ref("int_capacity_snapshot_pods"))
+    # the other GPU pods one by one (their whole part and fraction are split in _free_matrix), and
+    # the workload pods counted per distinct shape input: the pods are never read one row each
+    split_pods = _pandas(pods.filter("gpu_equiv > 0 and not is_whole").select("cluster", "hour", "node", "gpu_equiv"))
+    shape_input = _pandas(_aggregate(pods.filter("not is_system"),
+        "cluster, hour, cpu_request, gpu_equiv, gpu_model_constraint, count(*) as n",
+        "cluster, hour, cpu_request, gpu_equiv, gpu_model_constraint",
+    ))
     totals = _pandas(_aggregate(rel(dbt.ref("fct_node_hourly")),
         "hour, cluster, sum(coalesce(gpu_capacity, 0) * covered_hours) as gpu_capacity, "
         "sum(allocated_gpu_hours) as gpu_allocated, sum(unallocated_gpu_hours) as gpu_unallocated, "
@@ -208,10 +228,10 @@ def model(dbt, session):
     pending = _pandas(rel(dbt.ref("int_pending_pods_hourly")))
 
     nodes = nodes.sort_values(["cluster", "hour", "node"]).reset_index(drop=True)
-    free = _free_matrix(nodes, pods)
-    frag = _fragmentation(nodes, free, _shapes(pods))
+    free = _free_matrix(nodes, split_pods)
+    frag = _fragmentation(nodes, free, _shapes(shape_input))
     snapshot_capacity = nodes.groupby(["cluster", "hour"])["gpu_capacity"].sum().rename("snapshot_gpu_capacity").reset_index()
-    lb = _lower_bound(nodes, pods) if len(nodes) else pd.DataFrame(columns=["cluster", "hour", "nodes_in_use", "nodes_lower_bound"])
+    lb = _lower_bound(nodes) if len(nodes) else pd.DataFrame(columns=["cluster", "hour", "nodes_in_use", "nodes_lower_bound"])
 
     for part in (totals, frag, snapshot_capacity, lb, pending):  # one key dtype, whatever the engine handed over
         part["hour"] = pd.to_datetime(part["hour"])
