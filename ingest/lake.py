@@ -349,10 +349,8 @@ class LakeRun:
         self._key = f"{_safe(source)}__{_stamp(start)}__{_stamp(end)}"
         # Hourly rollups (ingest/rollups.py) are staged beside the raw files when the lake's rollups
         # are made with this SQL (or the lake has none yet); otherwise the next build writes them.
-        self._rollup_digest = rollups.spec_digest()
-        lake_digest = rollups.lake_digest(writer.root)
-        self._rollups_on = lake_digest == self._rollup_digest or (
-            lake_digest is None and not rollups.has_raw_files(writer.root))
+        self._rollup_digests = rollups.table_digests()
+        self._rollups_on = self._current_rollups()
         self.record: RunRecord | None = RunRecord(
             run_id=self.run_id, source=source, cluster=cluster,
             window_start=start.isoformat(), window_end=end.isoformat(),
@@ -447,7 +445,7 @@ class LakeRun:
         out.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(part, out, compression="zstd", row_group_size=_ROW_GROUP)
         twin = rollups.mirror(str(out.relative_to(self.stage / "new")))
-        if twin is not None and self._rollups_on:
+        if twin is not None and table.name in self._rollups_on:
             rollups.write(table.name, part, self.stage / "new" / twin)
 
     def commit(self) -> RunRecord:
@@ -488,18 +486,29 @@ class LakeRun:
             self._release()
         return self.record
 
+    def _current_rollups(self) -> set[str]:
+        """The tables whose rollups this run may stage: those the lake's rollups of are made with
+        this SQL, or of which the lake has neither a rollup record nor raw files yet."""
+        root = self.writer.root
+        have = rollups.lake_digests(root) or {}
+        return {t for t, d in self._rollup_digests.items()
+                if have.get(t) == d or (t not in have and not rollups.has_raw_files(root, t))}
+
     def _settle_rollups(self) -> None:
-        """Under the lake lock, before the plan: keep the staged rollups only if the lake's rollups
-        are (still) made with the same SQL; a lake that had none gets its digest now."""
+        """Under the lake lock, before the plan: keep a table's staged rollups only if the lake's
+        rollups of it are (still) made with the same SQL; a table the lake had none of gets its
+        digest recorded now."""
         if not self._rollups_on:
             return
-        current = rollups.lake_digest(self.writer.root)
-        if current is None and not rollups.has_raw_files(self.writer.root):
-            rollups.write_lake_digest(self.writer.root, self._rollup_digest)
-        elif current != self._rollup_digest:
-            self._rollups_on = False
-            for r in rollups.ROLLUPS.values():
-                shutil.rmtree(self.stage / "new" / r.table, ignore_errors=True)
+        root = self.writer.root
+        have = rollups.lake_digests(root) or {}
+        still = self._current_rollups()
+        for t in self._rollups_on - still:
+            shutil.rmtree(self.stage / "new" / rollups.ROLLUPS[t].table, ignore_errors=True)
+        self._rollups_on &= still
+        adopted = {t: self._rollup_digests[t] for t in self._rollups_on if have.get(t) != self._rollup_digests[t]}
+        if adopted:
+            rollups.write_lake_digest(root, {**have, **adopted})
 
     def abort(self, error: str) -> None:
         if self.record is not None:
@@ -560,7 +569,7 @@ class LakeRun:
                         trimmed.parent.mkdir(parents=True, exist_ok=True)
                         pq.write_table(kept, trimmed, compression="zstd", row_group_size=_ROW_GROUP)
                         moves.append([str(trimmed.relative_to(root)), rel])
-                        if twin is not None and self._rollups_on:
+                        if twin is not None and table_name in self._rollups_on:
                             rollups.write(table_name, kept, self.stage / "trim" / twin)
                             moves.append([str((self.stage / "trim" / twin).relative_to(root)), twin])
         targets = {dst for _, dst in moves}

@@ -9,8 +9,14 @@ from before rollups, or one whose rollup SQL changed).
 
 The SQL is the dbt project's: the macros of macros/rollups.sql, rendered here with plain Jinja, the
 vars of dbt_project.yml, and the DuckDB bodies of the macros they dispatch to, so each formula
-stays in exactly one place. ``<lake>/_rollups.json`` records the digest of the rendered SQL the lake's
-rollups were made with; a different digest makes :func:`ensure_rollups` rewrite every rollup.
+stays in exactly one place. ``<lake>/_rollups.json`` records, per rollup table, the digest of the
+rendered SQL the lake's rollups were made with; a different digest makes :func:`ensure_rollups` rewrite
+that table's rollups (and only those: a new rollup is back-filled without rewriting the others).
+
+``k8s_pods_last`` is not an aggregate: it keeps, per raw pod-snapshot file, the rows of each pod's
+last snapshot in that file, as they are (its SQL names the rows; they are taken from the batch, so
+the nested columns never pass through DuckDB), and the pod-spec model reads one row per pod and file
+instead of every snapshot's nested columns.
 """
 
 from __future__ import annotations
@@ -34,8 +40,8 @@ import yaml
 from gpufinops.errors import ConfigError
 from gpufinops.project import PROJECT_DIR
 
-__all__ = ["ROLLUPS", "Rollup", "spec_digest", "lake_digest", "compute", "mirror",
-           "ensure_rollups", "write_lake_digest", "has_raw_files", "rollup_sql", "SPEC_FILE"]
+__all__ = ["ROLLUPS", "Rollup", "spec_digest", "table_digests", "lake_digest", "lake_digests", "compute",
+           "mirror", "ensure_rollups", "write_lake_digest", "has_raw_files", "rollup_sql", "SPEC_FILE"]
 
 SPEC_FILE = "_rollups.json"
 _BATCH = "__rollup_batch__"
@@ -47,13 +53,17 @@ class Rollup:
     source: str  # the landing table
     table: str  # the rollup table in the lake
     macro: str  # its macro in macros/rollups.sql
+    selects_rows: bool = False  # the macro returns the positions (__row) of the raw rows to keep
 
 
 ROLLUPS: dict[str, Rollup] = {
     "gpu_samples": Rollup("gpu_samples", "gpu_samples_hourly", "rollup_gpu_samples"),
     "container_usage": Rollup("container_usage", "container_usage_hourly", "rollup_container_usage"),
     "serving_requests": Rollup("serving_requests", "serving_requests_hourly", "rollup_serving_requests"),
+    "k8s_pods": Rollup("k8s_pods", "k8s_pods_last", "rollup_k8s_pods", selects_rows=True),
 }
+# The rollups of a lake record with one digest over all of them (before per-table digests).
+_LEGACY = ("gpu_samples", "container_usage", "serving_requests")
 
 
 class _Adapter:
@@ -107,33 +117,75 @@ def rollup_sql(table: str, project_dir: Path = PROJECT_DIR) -> str:
     return _rendered(project_dir)[table]
 
 
-def spec_digest(project_dir: Path = PROJECT_DIR) -> str:
-    """Digest of every rollup's SQL: rollups made with another digest are stale."""
-    text = json.dumps(_rendered(project_dir), sort_keys=True)
+def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def lake_digest(root: Path) -> str | None:
+def table_digests(project_dir: Path = PROJECT_DIR) -> dict[str, str]:
+    """Landing table -> digest of its rollup's SQL: a table's rollups made with another are stale."""
+    return {t: _digest(sql) for t, sql in _rendered(project_dir).items()}
+
+
+def spec_digest(project_dir: Path = PROJECT_DIR) -> str:
+    """One digest of every rollup's SQL (the record's summary line)."""
+    return _digest(json.dumps(table_digests(project_dir), sort_keys=True))
+
+
+def _record(root: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((root / SPEC_FILE).read_text()).get("digest")
+        record = json.loads((root / SPEC_FILE).read_text())
     except FileNotFoundError:
         return None
-    except (ValueError, AttributeError) as exc:
+    except ValueError as exc:
         raise ConfigError(f"{root / SPEC_FILE}: not a rollup record ({exc}); delete it to rebuild the rollups") from exc
+    if not isinstance(record, dict):
+        raise ConfigError(f"{root / SPEC_FILE}: not a rollup record (not an object); delete it to rebuild the rollups")
+    return record
 
 
-def write_lake_digest(root: Path, digest: str) -> None:
+def lake_digest(root: Path) -> str | None:
+    """The record's summary digest (equal to :func:`spec_digest` when every rollup is current)."""
+    record = _record(root)
+    return None if record is None else record.get("digest")
+
+
+def lake_digests(root: Path) -> dict[str, str] | None:
+    """Landing table -> the digest its rollups in the lake were made with; None: no record. A record
+    from before per-table digests (one digest over the SQL of the first three rollups) stands for
+    those three when it equals that digest of the current SQL, else for none."""
+    record = _record(root)
+    if record is None:
+        return None
+    tables = record.get("tables")
+    if isinstance(tables, dict):
+        return {str(k): str(v) for k, v in tables.items()}
+    rendered = _rendered(PROJECT_DIR)
+    legacy = json.dumps({t: rendered[t] for t in _LEGACY}, sort_keys=True)
+    if record.get("digest") == _digest(legacy):
+        current = table_digests()
+        return {t: current[t] for t in _LEGACY}
+    return {}
+
+
+def write_lake_digest(root: Path, tables: dict[str, str]) -> None:
+    """Record the digest each table's rollups were made with (and their summary)."""
     tmp = root / (SPEC_FILE + ".tmp")
-    tmp.write_text(json.dumps({"digest": digest, "written_at": datetime.now().astimezone().isoformat()}))
+    tmp.write_text(json.dumps({"digest": _digest(json.dumps(tables, sort_keys=True)), "tables": tables,
+                               "written_at": datetime.now().astimezone().isoformat()}))
     os.replace(tmp, root / SPEC_FILE)
 
 
 def compute(table: str, data: pa.Table, *, project_dir: Path = PROJECT_DIR) -> pa.Table:
     """The rollup of one raw file's rows (landing columns incl. the run columns)."""
+    selects_rows = ROLLUPS[table].selects_rows
     con = duckdb.connect()
     try:
         con.execute("set threads to 1")  # a writer's batch is small; the writers run in parallel
         con.execute("set enable_progress_bar = false")
+        if selects_rows:  # the SQL reads the lean columns and names rows; they are taken as they are
+            con.register(_BATCH, data.append_column("__row", pa.array(range(data.num_rows), pa.int64())))
+            rows = con.sql(rollup_sql(table, project_dir)).to_arrow_table().column(0)
+            return data.take(rows)
         con.register(_BATCH, data)
         out = con.sql(rollup_sql(table, project_dir)).to_arrow_table()
     finally:
@@ -162,25 +214,26 @@ def _raw_files(root: Path, table: str) -> Iterable[Path]:
     return sorted(base.glob("cluster=*/day=*/*.parquet")) if base.is_dir() else []
 
 
-def has_raw_files(root: Path) -> bool:
-    """Whether the lake holds any raw file of a table with a rollup."""
+def has_raw_files(root: Path, table: str | None = None) -> bool:
+    """Whether the lake holds any raw file of ``table`` (default: of any table with a rollup)."""
     return any(next(iter((root / t).glob("cluster=*/day=*/*.parquet")), None) is not None
-               for t in ROLLUPS if (root / t).is_dir())
+               for t in ([table] if table else ROLLUPS) if (root / t).is_dir())
 
 
 def ensure_rollups(root: Path, *, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:
-    """Make the lake's rollups match its raw files and the current rollup SQL; the caller holds the
-    lake lock. Returns how many rollup files were written and removed."""
-    digest = spec_digest()
-    stale = lake_digest(root) != digest
+    """Make the lake's rollups match its raw files and the current rollup SQL, table by table; the
+    caller holds the lake lock. Returns how many rollup files were written and removed."""
+    want = table_digests()
+    have = lake_digests(root)
     written = removed = 0
     todo: list[tuple[str, Path, Path]] = []
     for table, r in ROLLUPS.items():
+        stale = (have or {}).get(table) != want[table]
         raw = list(_raw_files(root, table))
-        want = {root / r.table / p.relative_to(root / table) for p in raw}
-        for have in _raw_files(root, r.table):
-            if stale or have not in want:
-                have.unlink()
+        keep = {root / r.table / p.relative_to(root / table) for p in raw}
+        for old in _raw_files(root, r.table):
+            if stale or old not in keep:
+                old.unlink()
                 removed += 1
         for p in raw:
             dst = root / r.table / p.relative_to(root / table)
@@ -193,6 +246,6 @@ def ensure_rollups(root: Path, *, progress: Callable[[int, int], None] | None = 
         written += 1
         if progress:
             progress(i + 1, len(todo))
-    if stale or written or not (root / SPEC_FILE).exists():
-        write_lake_digest(root, digest)
+    if have != want:
+        write_lake_digest(root, want)
     return {"written": written, "removed": removed}

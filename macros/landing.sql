@@ -77,6 +77,8 @@
                       ('Tags', smap), ('focus_version', 'varchar'), ('extra_columns', 'varchar'),
                       ('source_file', 'varchar'), ('file_hash', 'varchar'), ('row_hash', 'varchar')],
   } -%}
+  {#- the pod-snapshot rollup keeps each pod's last snapshot rows per file, as landed -#}
+  {%- do tables.update({'k8s_pods_last': tables['k8s_pods']}) -%}
   {%- if table not in tables -%}
     {{ exceptions.raise_compiler_error("lake_scan: unknown landing table '" ~ table ~ "'") }}
   {%- endif -%}
@@ -402,6 +404,7 @@
   {#- lake_scan's `since_ts` filter on the raw time column ('' = none): DuckDB only, and only when
       the files hold that column with its landing type (no cast between the filter and the scan). -#}
   {%- set columns = {'k8s_pods': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
+                     'k8s_pods_last': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
                      'k8s_nodes': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
                      'gpu_samples_hourly': ('hour', 'TIMESTAMP', 'timestamp'),
                      'container_usage_hourly': ('hour', 'TIMESTAMP', 'timestamp')} -%}

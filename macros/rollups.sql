@@ -8,7 +8,8 @@
     a memory peak's bucket is kept as the bucket of the file's peak, which merges by max because
     vpa_bucket is monotonic. The rollup SQL always runs on DuckDB, whatever the build engine.
     The models that read the rollups: int_gpu_usage_hourly, fct_gpu_device_evidence_hourly,
-    int_container_usage_hourly, fct_container_usage_hourly (models/README.md "Hourly rollups"). -#}
+    int_container_usage_hourly, fct_container_usage_hourly, int_pod_specs (k8s_pods_last) (models/README.md
+    "Hourly rollups"). -#}
 
 {% macro rollup_gpu_samples(relation) -%}
 with s as (
@@ -164,4 +165,22 @@ select
     {%- endfor %}
 from r
 group by cluster, hour, namespace, pod, model
+{%- endmacro %}
+
+
+{% macro rollup_k8s_pods(relation) -%}
+{#- Per pod (cluster, uid) of the file: every row of its last snapshot in the file. Not an aggregate but
+    a selection that merges exactly: a pod's last snapshot over any set of files is the last of its
+    files' last snapshots, so the pod-spec model (int_pod_specs) reads these rows instead of every
+    snapshot's. It returns the rows' positions (`__row`, added by ingest/rollups.py), and the writer
+    keeps those rows as landed, nested columns included, without passing them through the engine. -#}
+select b.__row
+from {{ relation }} as b
+semi join (
+    select cluster, uid, max(snapshot_ts) as last_ts
+    from {{ relation }}
+    group by cluster, uid
+) as l
+    on b.cluster = l.cluster and b.uid = l.uid and b.snapshot_ts = l.last_ts
+order by b.__row
 {%- endmacro %}

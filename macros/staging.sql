@@ -29,7 +29,7 @@
            node_pool, labels, annotations, taints, coalesce(unschedulable, false) as unschedulable, capacity, allocatable,
            gpu_product, gpu_count, gpu_memory_mib, gpu_replicas, mig_config, mig_strategy
     from {{ relation }}
-  {%- elif table == 'k8s_pods' -%}
+  {%- elif table in ('k8s_pods', 'k8s_pods_last') -%}
     select cluster, {{ utc('snapshot_ts') }} as snapshot_ts, namespace, pod, uid as pod_uid, node, phase,
            qos_class, priority, priority_class, owner_kind, owner_name, labels, annotations,
            containers, init_containers, {{ utc('start_time') }} as start_time, node_selector, tolerations, required_node_affinity

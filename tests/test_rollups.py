@@ -4,6 +4,7 @@ the rollup SQL changes, and equal to the statistics of the raw samples they stan
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -121,7 +122,7 @@ def test_a_lake_without_rollups_is_back_filled_and_a_second_pass_does_nothing(tm
 def test_rollups_made_with_other_sql_are_rewritten_and_orphans_removed(tmp_path):
     w = LakeWriter(tmp_path)
     w.write("gpu_samples", samples(T0, 90), source="dcgm", cluster="c1", window_start=T0, window_end=T0 + DAY)
-    rollups.write_lake_digest(tmp_path, "not-this-sql")
+    rollups.write_lake_digest(tmp_path, {t: "not-this-sql" for t in rollups.ROLLUPS})
     orphan = tmp_path / "gpu_samples_hourly" / "cluster=c1" / "day=2025-12-31" / "gone__x.parquet"
     orphan.parent.mkdir(parents=True)
     orphan.write_bytes(b"")
@@ -147,3 +148,61 @@ def test_the_rollup_sql_is_the_projects_formulas(tmp_path):
     assert "greatest(0.0, least(1.0, coalesce(cast(gr_engine_active as double), cast(gpu_util as double) / 100.0)))" in sql
     assert "* 200) as smallint)" in sql  # util_histogram_buckets
     assert "ln(1.05)" in rollups.rollup_sql("container_usage")  # vpa_histogram_ratio
+
+
+def pod_snapshots(rows: list[tuple[datetime, str, str]]) -> pa.Table:
+    """(snapshot time, pod uid, a label value) -> k8s_pods rows."""
+    schema = pa.schema([("snapshot_ts", pa.timestamp("us", tz="UTC")), ("namespace", pa.string()), ("pod", pa.string()),
+                        ("uid", pa.string()), ("node", pa.string()), ("phase", pa.string()),
+                        ("labels", pa.map_(pa.string(), pa.string()))])
+    return pa.Table.from_pylist([
+        {"snapshot_ts": ts, "namespace": "ns", "pod": f"pod-{uid}", "uid": uid, "node": "n1", "phase": "Running",
+         "labels": [("team", team)]} for ts, uid, team in rows], schema=schema)
+
+
+def _pods_last(root: Path) -> list[tuple]:
+    files = [str(p) for p in partition_files(root, "k8s_pods_last")]
+    return duckdb.sql(f"select regexp_extract(filename, 'day=([0-9-]+)', 1), uid, snapshot_ts at time zone 'UTC', "
+                      f"labels['team'] from read_parquet({files!r}, filename = true) order by all").fetchall()
+
+
+def test_the_pod_rollup_keeps_each_pods_last_snapshot_rows_per_file(tmp_path):
+    w = LakeWriter(tmp_path)
+    t = T0 + timedelta(hours=23)
+    w.write("k8s_pods", pod_snapshots([(t, "a", "x"), (t, "b", "x"), (t + timedelta(minutes=5), "a", "y"),
+                                       (t + timedelta(minutes=65), "a", "z")]),
+            source="k8s", cluster="c1", window_start=T0, window_end=T0 + 2 * DAY)
+    naive = t.replace(tzinfo=None)
+    # one file per day: pod a's last rows of each day (the label it had then), pod b's only snapshot
+    assert _pods_last(tmp_path) == [
+        ("2026-01-01", "a", naive + timedelta(minutes=5), "y"),
+        ("2026-01-01", "b", naive, "x"),
+        ("2026-01-02", "a", naive + timedelta(minutes=65), "z"),
+    ]
+
+
+def test_a_new_rollup_is_back_filled_without_rewriting_the_others(tmp_path):
+    w = LakeWriter(tmp_path)
+    w.write("gpu_samples", samples(T0, 90), source="dcgm", cluster="c1", window_start=T0, window_end=T0 + DAY)
+    w.write("k8s_pods", pod_snapshots([(T0, "a", "x")]), source="k8s", cluster="c1",
+            window_start=T0, window_end=T0 + DAY)
+    assert rollups.lake_digests(tmp_path) == rollups.table_digests()
+    # the record an older version wrote: one digest over its three rollups' SQL, no pod rollup yet
+    legacy = json.dumps({t: rollups.rollup_sql(t) for t in ("gpu_samples", "container_usage", "serving_requests")},
+                        sort_keys=True)
+    (tmp_path / rollups.SPEC_FILE).write_text(json.dumps({"digest": hashlib.sha256(legacy.encode()).hexdigest()[:16]}))
+    for p in partition_files(tmp_path, "k8s_pods_last"):
+        p.unlink()
+    kept = {p: p.stat().st_mtime_ns for p in partition_files(tmp_path, "gpu_samples_hourly")}
+    # a writer meanwhile stages no pod rollup (the lake has pod files without one) ...
+    w.write("k8s_pods", pod_snapshots([(T0 + DAY, "a", "x")]), source="k8s", cluster="c1",
+            window_start=T0 + DAY, window_end=T0 + 2 * DAY)
+    assert partition_files(tmp_path, "k8s_pods_last") == []
+    # ... and the back-fill writes only the pod rollups: the DCGM ones are current and stay as they are
+    assert w.ensure_rollups() == {"written": 2, "removed": 0}
+    assert {p: p.stat().st_mtime_ns for p in partition_files(tmp_path, "gpu_samples_hourly")} == kept
+    assert rollups.lake_digests(tmp_path) == rollups.table_digests()
+    assert [r[1] for r in _pods_last(tmp_path)] == ["a", "a"]
+    # a legacy record of other SQL stands for no rollup: all of them are rewritten
+    (tmp_path / rollups.SPEC_FILE).write_text(json.dumps({"digest": "0123456789abcdef"}))
+    assert w.ensure_rollups() == {"written": 3, "removed": 3}

@@ -1,14 +1,16 @@
 {{ incremental_by(['cluster', 'pod_uid']) }}
 {{ config(on_schema_change='append_new_columns') }}
--- depends_on: {{ ref('stg_k8s__pods') }}
+-- depends_on: {{ ref('stg_k8s__pods_last') }}
 -- One row per pod (cluster, pod UID): its spec as of its last snapshot, with the effective
 -- resource requests Kubernetes schedules on (per resource: max(Σ app containers, max init
 -- container); a container's request defaults to its limit) and the labels/annotations the
 -- attribution, tier and GPU-equivalent formulas read. A pod's requests are immutable in practice,
--- so this is computed once per pod instead of once per snapshot.
+-- so this is computed once per pod instead of once per snapshot. It reads the lake's k8s_pods_last
+-- rollup (each pod's last-snapshot rows per raw file, written at landing: ingest/rollups.py), not
+-- every snapshot: a pod's last snapshot is the last of its files' last snapshots.
 
 with pods as {{ not_materialized() }} (
-    select * from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'last_seen') }} as src
+    select * from {{ landing_input('stg_k8s__pods_last', 'k8s_pods_last', 'last_seen') }} as src
     {%- if is_incremental() %}
     where {{ incremental_since('src.snapshot_ts', 'last_seen') }}
     {%- endif %}
