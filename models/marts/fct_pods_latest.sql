@@ -1,14 +1,17 @@
 {{ incremental_by(['cluster']) }}
 {{ config(on_schema_change='append_new_columns') }}
--- depends_on: {{ ref('stg_k8s__pods') }}
+-- depends_on: {{ ref('stg_k8s__pods_last') }}
 -- The latest placements: every pod bound to a node (Running or Pending) in each cluster's latest pod
 -- snapshot, with its effective requests (int_pod_specs: the one definition), per-container
 -- requests, GPU-equivalent (int_pod_allocation_hourly at the pod's newest hour), tier and workload
 -- (int_pod_attributes) and the scheduling constraints the packer honours (nodeSelector,
 -- tolerations, do-not-disrupt / PDB annotations). Incremental per cluster, like fct_nodes_latest.
+-- It reads the k8s_pods_last rollup: every row of a cluster's latest snapshot is at its pod's last
+-- snapshot in its file, so the rollup holds that snapshot whole, and a full build does not scan
+-- every snapshot's nested columns.
 
 with pods as {{ not_materialized() }} (
-    select * from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'snapshot_ts') }} as src
+    select * from {{ landing_input('stg_k8s__pods_last', 'k8s_pods_last', 'snapshot_ts') }} as src
     {%- if is_incremental() %}
     where {{ incremental_since('src.snapshot_ts', 'snapshot_ts') }}
     {%- endif %}
