@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 
 TABLES = ("k8s_pods", "k8s_nodes", "gpu_samples", "container_usage", "serving_requests",
-          "gpu_samples_hourly", "container_usage_hourly")
+          "gpu_samples_hourly", "container_usage_hourly", "serving_requests_hourly", "k8s_pods_last")
 
 
 def lake_rows(lake: Path) -> dict[str, int]:

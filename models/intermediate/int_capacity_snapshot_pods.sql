@@ -1,8 +1,15 @@
+{{ incremental_by(['cluster', 'hour']) }}
 -- Pods bound to a node in the first snapshot of each hour: their task shape (CPU, GPU-equivalent,
--- whole vs fractional) for fragmentation and bin-packing.
+-- whole vs fractional) for fragmentation and bin-packing. A table (incremental per cluster-hour, the
+-- window of the capacity mart built beside it), not a view: the capacity model reads it three ways
+-- (per node, the split GPU pods, the counted shapes) and each read of a view evaluated the pod
+-- allocation chain again.
 with allocation as (
-    select * from {{ ref('int_pod_allocation_hourly') }}
+    select * from {{ ref('int_pod_allocation_hourly') }} as src
     where in_first_snapshot
+    {%- if is_incremental() %}
+    and {{ incremental_since('src.hour') }}
+    {%- endif %}
 ),
 
 attributes as (
