@@ -32,27 +32,9 @@ keyed as (
         on p.cluster = w.cluster and p.namespace = w.namespace and p.pod = w.pod
 ),
 
-per_pod as (
-    -- each pod's container hour over the raw files that hold it
-    select cluster, hour, namespace, workload, container, pod,
-           max(memory_peak_bytes) as memory_peak_bytes,
-           max(memory_peak_bucket) as memory_peak_bucket
-    from keyed
-    group by cluster, hour, namespace, workload, container, pod
-),
-
-memory_hist as (
-    select cluster, hour, namespace, workload, container, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as memory_hist
-    from (
-        select cluster, hour, namespace, workload, container, memory_peak_bucket as b, count(*) as n
-        from per_pod
-        where memory_peak_bucket is not null
-        group by cluster, hour, namespace, workload, container, memory_peak_bucket
-    ) as m
-    group by cluster, hour, namespace, workload, container
-),
-
 groups as (
+    -- one row per workload container-hour, numbered: the histogram merges below group and join by
+    -- that number instead of five text columns
     select
         cluster, hour, namespace, workload, container,
         count(*) as parts,
@@ -61,24 +43,47 @@ groups as (
         min(first_ts) as first_ts,
         max(last_ts) as last_ts,
         max(memory_peak_bytes) as memory_peak_bytes,
-        case when count(*) = 1 then any_value(cpu_hist) end as cpu_hist_one
+        row_number() over (order by hour, cluster, namespace, workload, container) as gid
     from keyed
     group by cluster, hour, namespace, workload, container
 ),
 
-split as (
-    -- the rows of the groups held by more than one (pod, file)
-    select k.*
+numbered as (
+    -- every (pod, file) part with its group's number
+    select g.gid, g.parts, k.pod, k.memory_peak_bucket, k.cpu_hist
     from keyed as k
     inner join groups as g
         on k.cluster = g.cluster and k.hour = g.hour and k.namespace is not distinct from g.namespace
         and k.workload is not distinct from g.workload and k.container is not distinct from g.container
-    where g.parts > 1
 ),
 
-{%- set grp = ['cluster', 'hour', 'namespace', 'workload', 'container'] %}
+per_pod as (
+    -- each pod's container hour over the raw files that hold it: the bucket of its peak
+    select gid, pod, max(memory_peak_bucket) as b
+    from numbered
+    group by gid, pod
+),
 
-cpu_merged as {{ hist_list(hist_bucket_sums('split', grp, 'cpu_hist'), grp) }},
+memory_rows as (
+    select gid, b, count(*) as n
+    from per_pod
+    where b is not null
+    group by gid, b
+),
+
+memory_hist as {{ hist_list('memory_rows', ['gid']) }},
+
+cpu_one as (
+    -- a group held by one part keeps its list as it is
+    select gid, cpu_hist as hist from numbered where parts = 1
+),
+
+split as (
+    -- the rows of the groups held by more than one (pod, file)
+    select gid, cpu_hist from numbered where parts > 1
+),
+
+cpu_merged as {{ hist_list(hist_bucket_sums('split', ['gid'], 'cpu_hist'), ['gid']) }},
 
 final as (
     select
@@ -92,15 +97,15 @@ final as (
         g.first_ts,
         g.last_ts,
         g.memory_peak_bytes,
-        coalesce(g.cpu_hist_one, c.hist, {{ empty_list_of_pairs() }}) as cpu_hist,
-        coalesce(m.memory_hist, {{ empty_list_of_pairs() }}) as memory_hist
+        coalesce(o.hist, c.hist, {{ empty_list_of_pairs() }}) as cpu_hist,
+        coalesce(m.hist, {{ empty_list_of_pairs() }}) as memory_hist
     from groups as g
+    left join cpu_one as o
+        on g.gid = o.gid
     left join cpu_merged as c
-        on g.cluster = c.cluster and g.hour = c.hour and g.namespace is not distinct from c.namespace
-        and g.workload is not distinct from c.workload and g.container is not distinct from c.container
+        on g.gid = c.gid
     left join memory_hist as m
-        on g.cluster = m.cluster and g.hour = m.hour and g.namespace is not distinct from m.namespace
-        and g.workload is not distinct from m.workload and g.container is not distinct from m.container
+        on g.gid = m.gid
 )
 
 select * from final
