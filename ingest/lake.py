@@ -350,7 +350,7 @@ class LakeRun:
         # Hourly rollups (ingest/rollups.py) are staged beside the raw files when the lake's rollups
         # are made with this SQL (or the lake has none yet); otherwise the next build writes them.
         self._rollup_digests = rollups.table_digests()
-        self._rollups_on = self._current_rollups()
+        self._rollups_on = self._current_rollups(rollups.lake_digests(writer.root) or {})
         self.record: RunRecord | None = RunRecord(
             run_id=self.run_id, source=source, cluster=cluster,
             window_start=start.isoformat(), window_end=end.isoformat(),
@@ -486,11 +486,11 @@ class LakeRun:
             self._release()
         return self.record
 
-    def _current_rollups(self) -> set[str]:
-        """The tables whose rollups this run may stage: those the lake's rollups of are made with
-        this SQL, or of which the lake has neither a rollup record nor raw files yet."""
+    def _current_rollups(self, have: dict[str, str]) -> set[str]:
+        """The tables whose rollups this run may stage, given the lake's record ``have``: those the
+        lake's rollups of are made with this SQL, or of which the lake has neither a record nor raw
+        files yet."""
         root = self.writer.root
-        have = rollups.lake_digests(root) or {}
         return {t for t, d in self._rollup_digests.items()
                 if have.get(t) == d or (t not in have and not rollups.has_raw_files(root, t))}
 
@@ -502,7 +502,7 @@ class LakeRun:
             return
         root = self.writer.root
         have = rollups.lake_digests(root) or {}
-        still = self._current_rollups()
+        still = self._current_rollups(have)
         for t in self._rollups_on - still:
             shutil.rmtree(self.stage / "new" / rollups.ROLLUPS[t].table, ignore_errors=True)
         self._rollups_on &= still

@@ -214,10 +214,9 @@ def _raw_files(root: Path, table: str) -> Iterable[Path]:
     return sorted(base.glob("cluster=*/day=*/*.parquet")) if base.is_dir() else []
 
 
-def has_raw_files(root: Path, table: str | None = None) -> bool:
-    """Whether the lake holds any raw file of ``table`` (default: of any table with a rollup)."""
-    return any(next(iter((root / t).glob("cluster=*/day=*/*.parquet")), None) is not None
-               for t in ([table] if table else ROLLUPS) if (root / t).is_dir())
+def has_raw_files(root: Path, table: str) -> bool:
+    """Whether the lake holds any raw file of ``table``."""
+    return (root / table).is_dir() and next(iter((root / table).glob("cluster=*/day=*/*.parquet")), None) is not None
 
 
 def ensure_rollups(root: Path, *, progress: Callable[[int, int], None] | None = None) -> dict[str, int]:

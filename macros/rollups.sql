@@ -8,8 +8,8 @@
     a memory peak's bucket is kept as the bucket of the file's peak, which merges by max because
     vpa_bucket is monotonic. The rollup SQL always runs on DuckDB, whatever the build engine.
     The models that read the rollups: int_gpu_usage_hourly, fct_gpu_device_evidence_hourly,
-    int_container_usage_hourly, fct_container_usage_hourly, int_pod_specs (k8s_pods_last) (models/README.md
-    "Hourly rollups"). -#}
+    int_container_usage_hourly, fct_container_usage_hourly, and, of k8s_pods_last, int_pod_specs and
+    fct_pods_latest (models/README.md "Hourly rollups"). -#}
 
 {% macro rollup_gpu_samples(relation) -%}
 with s as (
