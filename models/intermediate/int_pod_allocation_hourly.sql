@@ -1,3 +1,4 @@
+{{ incremental_by(['cluster', 'hour']) }}
 -- One row per pod per hour on a node: its GPU-equivalent (DESIGN §3), the resource that
 -- determined it, and allocated GPU-hours A = gpu_equiv × covered hours. Pods not bound to a node
 -- are not here (int_pending_pods_hourly counts them).
@@ -6,10 +7,16 @@
 -- largest of what is known: the DCGM GPU-instance series of the pod's own GPUs (else the node's
 -- largest), and the layout the node's nvidia.com/mig.config label names (all-<profile>,
 -- all-balanced; seeds/mig_profiles.csv); 7 when neither is known (never more than one GPU).
+-- A table, incremental per cluster-hour, not a view: four models read it (the cost chain under
+-- fct_gpu_allocation_hourly twice, the capacity input, fct_pods_latest), and each read of a view
+-- evaluated the whole join again.
 
 with pods_hourly as (
-    select * from {{ ref('int_pods_hourly') }}
+    select * from {{ ref('int_pods_hourly') }} as src
     where node is not null
+    {%- if is_incremental() %}
+    and {{ incremental_since('src.hour') }}
+    {%- endif %}
 ),
 
 specs as (
@@ -17,7 +24,10 @@ specs as (
 ),
 
 nodes_hourly as (
-    select * from {{ ref('int_nodes_hourly') }}
+    select * from {{ ref('int_nodes_hourly') }} as src
+    {%- if is_incremental() %}
+    where {{ incremental_since('src.hour') }}
+    {%- endif %}
 ),
 
 mig_profiles as (
@@ -25,7 +35,10 @@ mig_profiles as (
 ),
 
 gpu_layouts as (
-    select * from {{ ref('int_mig_layouts_hourly') }}
+    select * from {{ ref('int_mig_layouts_hourly') }} as src
+    {%- if is_incremental() %}
+    where {{ incremental_since('src.hour') }}
+    {%- endif %}
 ),
 
 node_dcgm_layouts as (
@@ -41,6 +54,9 @@ pod_dcgm_layouts as (
     inner join gpu_layouts as l
         on u.cluster = l.cluster and u.hour = l.hour and u.hostname = l.node and u.device_id = l.device_id
     where u.is_mig and u.pod is not null
+    {%- if is_incremental() %}
+    and {{ incremental_since('u.hour', cluster='u.cluster') }}
+    {%- endif %}
     group by u.cluster, u.hour, u.namespace, u.pod
 ),
 
