@@ -121,11 +121,12 @@ class Settings(BaseSettings):
     # `build --full` and `build --all-tests` (the nightly CronJob) always run all of them.
     hourly_tests: Literal["invariants", "all"] = "invariants"
     # DuckDB's memory_limit for dbt (beyond it DuckDB spills to disk where it can): a full build, and
-    # an incremental (hourly) one. At 1,000 nodes x 30 days fct_gpu_allocation_hourly and fct_pods_latest
-    # side by side ran out of 6 GB in both (DuckDB could not spill them), so both get 12 GB. The env
+    # an incremental (hourly) one. 6 GB keeps the 1,000-node month's full build at a 6.5 GB peak
+    # (docs/bench.md); it ran out of 6 GB while int_pod_allocation_hourly was a view evaluated four
+    # times. More memory buys little time there (12 GB: 11.7 GB peak, about 10 % faster). The env
     # var GPUFINOPS_DUCKDB_MEMORY_LIMIT, when set, overrides both.
-    build_memory_limit: str = "12GB"
-    hourly_memory_limit: str = "12GB"
+    build_memory_limit: str = "6GB"
+    hourly_memory_limit: str = "6GB"
     # dbt threads of a full DuckDB build (each query still runs on all of DuckDB's threads).
     full_build_threads: int = Field(default=2, ge=1)
     limits: LimitSettings = Field(default_factory=LimitSettings)
