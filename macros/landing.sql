@@ -278,6 +278,26 @@
 {%- endmacro %}
 
 
+{% macro newest_day_input(stg_model, table) -%}
+  {#- The staging model over only each cluster's newest day= partition of the lake, which holds that
+      cluster's newest rows (the writer files a row under the UTC day of its own time column): what a
+      model that keeps only each cluster's latest snapshot needs, without scanning the month (the
+      node snapshots at 1,000 nodes and 60 s: 43 M rows, 38 node-seconds of a full build). Unit tests
+      (prune_partitions off) read the staging model itself. -#}
+  {%- if var('prune_partitions') and execute -%}
+    {%- set newest = {} -%}
+    {%- for f in lake_listing(table) -%}
+      {%- set day = (f.split('/day=')[-1])[:10] -%}
+      {%- set cluster = (f.split('/cluster=')[-1]).split('/')[0] -%}
+      {%- if day > newest.get(cluster, '') -%}{%- do newest.update({cluster: day}) -%}{%- endif -%}
+    {%- endfor -%}
+    ({{ staging_select(table, lake_scan(table, newest)) }})
+  {%- else -%}
+    {{ ref(stg_model) }}
+  {%- endif -%}
+{%- endmacro %}
+
+
 {% macro optional_seed(name, columns) -%}
   {#- A seed another part owns (e.g. namespace_teams): the loaded table, or a typed empty relation
       when it has not been loaded, so attribution still works without the mapping. -#}

@@ -4,12 +4,16 @@
 -- Every node of each cluster's latest node snapshot, with what consolidation and packing need
 -- (allocatable, labels, taints, GPU shape, capacity type) and its price per hour as the warehouse
 -- resolved it (fct_node_hourly.usd_per_hour at the node's newest hour). Incremental per cluster:
--- a run reads only the recent day= partitions (landing_input) and replaces the clusters it saw.
+-- a run reads only the recent day= partitions (landing_input) and replaces the clusters it saw; a
+-- full build reads each cluster's newest day= partition (newest_day_input).
 
 with nodes as {{ not_materialized() }} (
-    select * from {{ landing_input('stg_k8s__nodes', 'k8s_nodes', 'snapshot_ts') }} as src
     {%- if is_incremental() %}
+    select * from {{ landing_input('stg_k8s__nodes', 'k8s_nodes', 'snapshot_ts') }} as src
     where {{ incremental_since('src.snapshot_ts', 'snapshot_ts') }}
+    {%- else %}
+    -- a full build reads each cluster's newest day only: its latest snapshot is there
+    select * from {{ newest_day_input('stg_k8s__nodes', 'k8s_nodes') }} as src
     {%- endif %}
 ),
 
