@@ -95,8 +95,7 @@
   {%- if not execute -%}{{ return([]) }}{%- endif -%}
   {%- set files = [] -%}
   {%- for f in lake_listing(table) -%}
-    {%- set day = (f.split('/day=')[-1])[:10] -%}
-    {%- set cluster = (f.split('/cluster=')[-1]).split('/')[0] -%}
+    {%- set cluster, day = lake_file_partition(f) -%}
     {%- if since_day is mapping -%}
       {%- set floor = since_day.get(cluster) -%}
     {%- else -%}
@@ -105,6 +104,12 @@
     {%- if floor is none or day >= floor -%}{%- do files.append(f) -%}{%- endif -%}
   {%- endfor -%}
   {{ return(files) }}
+{%- endmacro %}
+
+
+{% macro lake_file_partition(f) -%}
+  {#- (cluster, day) of a lake file's path, <table>/cluster=<c>/day=<YYYY-MM-DD>/<file>.parquet -#}
+  {{ return(((f.split('/cluster=')[-1]).split('/')[0], (f.split('/day=')[-1])[:10])) }}
 {%- endmacro %}
 
 
@@ -287,8 +292,7 @@
   {%- if var('prune_partitions') and execute -%}
     {%- set newest = {} -%}
     {%- for f in lake_listing(table) -%}
-      {%- set day = (f.split('/day=')[-1])[:10] -%}
-      {%- set cluster = (f.split('/cluster=')[-1]).split('/')[0] -%}
+      {%- set cluster, day = lake_file_partition(f) -%}
       {%- if day > newest.get(cluster, '') -%}{%- do newest.update({cluster: day}) -%}{%- endif -%}
     {%- endfor -%}
     ({{ staging_select(table, lake_scan(table, newest)) }})

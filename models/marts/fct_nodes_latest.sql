@@ -12,7 +12,6 @@ with nodes as {{ not_materialized() }} (
     select * from {{ landing_input('stg_k8s__nodes', 'k8s_nodes', 'snapshot_ts') }} as src
     where {{ incremental_since('src.snapshot_ts', 'snapshot_ts') }}
     {%- else %}
-    -- a full build reads each cluster's newest day only: its latest snapshot is there
     select * from {{ newest_day_input('stg_k8s__nodes', 'k8s_nodes') }} as src
     {%- endif %}
 ),
