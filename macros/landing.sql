@@ -121,9 +121,7 @@
 {%- endmacro %}
 
 {% macro duckdb__lake_listing(table) -%}
-  {%- set root = var('lake_root') | string -%}
-  {%- set pattern = root.rstrip('/') ~ '/' ~ table ~ '/cluster=*/day=*/*.parquet' -%}
-  {%- set res = run_query("select file from glob('" ~ pattern | replace("'", "''") ~ "') order by file") -%}
+  {%- set res = run_query("select file from glob('" ~ lake_glob_pattern(table) | replace("'", "''") ~ "') order by file") -%}
   {{ return(res.columns[0].values() | list) }}
 {%- endmacro %}
 
@@ -144,11 +142,14 @@
       `since_ts` ('YYYY-MM-DD HH:MM:SS', UTC): only rows at or after it, compared on the file's own
       time column (DuckDB, files of the landing type), which DuckDB checks against each Parquet row
       group's statistics: an hour's build reads the last day's row groups from the window on, not
-      the whole day= partition (the staged, converted column cannot be pushed into the scan). -#}
+      the whole day= partition (the staged, converted column cannot be pushed into the scan).
+      The whole lake (the staging views) reads a glob of the table's files on DuckDB, not their
+      list: the view reads what lands after it was made, so an hourly build keeps it (see
+      transform/runner.py kept_staging_views). -#}
   {%- set cols = landing_columns(table) -%}
   {%- set files = lake_files(table, since_day) -%}
   {%- if files | length > 0 -%}
-    {%- set source = parquet_files_relation(files) -%}
+    {%- set source = (lake_glob_relation(table) if since_day is none else none) or parquet_files_relation(files) -%}
     {%- set file_types = parquet_column_types(source) -%}
     {%- set canonical = sql_type_names(cols | map(attribute=1) | list) -%}
     (select
@@ -313,6 +314,23 @@
   {%- endif -%}
 {%- endmacro %}
 
+
+{% macro lake_glob_pattern(table) -%}
+  {#- the glob of every Parquet file of a landing table in the lake -#}
+  {{ return((var('lake_root') | string).rstrip('/') ~ '/' ~ table ~ '/cluster=*/day=*/*.parquet') }}
+{%- endmacro %}
+
+{% macro lake_glob_relation(table) -%}
+  {#- A relation over every Parquet file of a landing table, by a glob the engine expands whenever
+      the relation is read (none where the engine has no glob: Spark reads listed files). -#}
+  {{ return(adapter.dispatch('lake_glob_relation', 'gpufinops')(table)) }}
+{%- endmacro %}
+
+{% macro default__lake_glob_relation(table) -%}{{ return(none) }}{%- endmacro %}
+
+{% macro duckdb__lake_glob_relation(table) -%}
+  {{ return("read_parquet('" ~ lake_glob_pattern(table) | replace("'", "''") ~ "', union_by_name = true, hive_partitioning = false)") }}
+{%- endmacro %}
 
 {% macro parquet_files_relation(files) -%}
   {#- A relation over the given Parquet files, columns unioned by name, no Hive partition columns

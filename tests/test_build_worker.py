@@ -21,6 +21,7 @@ import pytest
 
 from gpufinops.errors import ConfigError
 from gpufinops.settings import Settings
+from gpufinops.warehouse import live_file, versions_dir
 from testsupport.warehouse_compare import assert_same_tables
 from transform.worker import SOCKET_NAME, WorkerUnavailable, remote_build, worker_alive
 
@@ -63,17 +64,21 @@ def worked(tmp_path_factory):
         lake.write_small_lake(home.lake_dir, start=lake.T0 + timedelta(hours=14), hours=2)
         second = _cli(Path(home.home), "build", "--no-summary")
         pings.append(worker_alive(home.home))
+        spare = versions_dir(home.warehouse_path) / (".spare." + live_file(home.warehouse_path).name)
+        deadline = time.monotonic() + 60
+        while not spare.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
         full = Settings(home=tmp_path_factory.mktemp("worker-full"))
         shutil.copytree(home.lake_dir, full.lake_dir)
         run_build(full, full_refresh=True)
-        yield home, full, first, second, pings, proc
+        yield home, full, first, second, pings, proc, spare
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
 def test_the_cli_hands_the_build_to_the_worker(worked):
-    home, _, first, second, pings, _ = worked
+    home, _, first, second, pings, *_ = worked
     for run in (first, second):
         assert run.returncode == 0, run.stdout + run.stderr
         assert f"in the build worker, pid {pings[0]['pid']}" in " ".join(run.stdout.split()), run.stdout
@@ -82,9 +87,15 @@ def test_the_cli_hands_the_build_to_the_worker(worked):
 
 
 def test_the_worker_parses_again_only_when_the_vars_change(worked):
-    _, _, _, _, pings, _ = worked
+    _, _, _, _, pings, *_ = worked
     # one parse at start; the new cluster changed lake_clusters (one more); the next hour reused it
     assert [p["parses"] for p in pings] == [1, 2, 2]
+
+
+def test_the_worker_keeps_a_spare_copy_of_the_live_version(worked):
+    home, *_, spare = worked
+    # made in the background after the build: the next build renames it instead of copying
+    assert spare.exists() and spare.read_bytes() == live_file(home.warehouse_path).read_bytes()
 
 
 def test_what_the_worker_published_equals_a_full_build(worked):

@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 
 from gpufinops.warehouse import live_file, versions_dir
-from transform.publish import prepare, publish
+from transform.publish import make_spare, prepare, publish
 
 
 def test_a_killed_builds_files_and_spill_folder_are_swept(tmp_path: Path) -> None:
@@ -28,3 +28,38 @@ def test_a_killed_builds_files_and_spill_folder_are_swept(tmp_path: Path) -> Non
     publish(link, new)
     assert live_file(link).name == "v3.duckdb"
     assert duckdb.connect(str(link), read_only=True).execute("select x from t").fetchall() == [(42,)]
+
+
+def _published(link: Path, version: str, value: int) -> Path:
+    new, _ = prepare(link, version, copy=link.exists())
+    con = duckdb.connect(str(new))
+    con.execute("create or replace table t as select ? as x", [value])
+    con.close()
+    return publish(link, new)
+
+
+def test_the_next_build_takes_the_spare_copy_of_the_live_version(tmp_path: Path) -> None:
+    link = tmp_path / "warehouse.duckdb"
+    live = _published(link, "v1", 1)
+    spare = make_spare(link)
+    assert spare is not None and spare.name == ".spare.v1.duckdb"
+    assert spare.read_bytes() == live.read_bytes()
+    assert make_spare(link) == spare  # one spare per version
+    new, took = prepare(link, "v2", copy=True)
+    # the spare was renamed, not copied: the live version is still there, the spare is gone
+    assert took == 0.0 and not spare.exists() and live.exists()
+    assert duckdb.connect(str(new), read_only=True).execute("select x from t").fetchall() == [(1,)]
+
+
+def test_a_spare_of_an_older_version_is_never_taken(tmp_path: Path) -> None:
+    link = tmp_path / "warehouse.duckdb"
+    _published(link, "v1", 1)
+    stale = make_spare(link)
+    assert stale is not None
+    _published(link, "v2", 2)  # published after the spare was made: the spare holds v1
+    folder = versions_dir(link)
+    (folder / ".spare.v2.duckdb.123.partial").write_bytes(b"half")  # a copy a killed worker left
+    new, took = prepare(link, "v3", copy=True)
+    assert took > 0.0  # copied from the live file
+    assert duckdb.connect(str(new), read_only=True).execute("select x from t").fetchall() == [(2,)]
+    assert sorted(p.name for p in folder.iterdir()) == ["v2.duckdb", "v3.duckdb"]

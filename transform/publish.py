@@ -25,10 +25,11 @@ from pathlib import Path
 from gpufinops.errors import Conflict
 from gpufinops.warehouse import live_file, lock_path, versions_dir
 
-__all__ = ["STAGE", "BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard"]
+__all__ = ["STAGE", "BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard", "make_spare"]
 
 
 STAGE = "_building.duckdb"  # the fixed name a dbt build writes its version under (renamed at publish)
+SPARE = ".spare."  # prefix of a ready copy of a published version: .spare.<version>.duckdb (make_spare)
 
 
 class BuildLocked(Conflict):
@@ -102,6 +103,8 @@ def _sweep(link: Path, keep: Path | None) -> None:
     for f in folder.iterdir():
         if keep is not None and f.name in (keep.name, keep.name + ".wal"):
             continue
+        if f.name.startswith(SPARE):  # prepare uses or removes them
+            continue
         if f.name.endswith((".duckdb", ".duckdb.wal", ".duckdb.tmp")):
             if f.is_dir():  # DuckDB's spill folder (<file>.tmp) of a build that was killed
                 shutil.rmtree(f, ignore_errors=True)
@@ -120,7 +123,8 @@ def prepare(link: Path, version: str, *, copy: bool, stage: bool = False) -> tup
     _sweep(link, live if live is not None and live.parent == folder else None)
     new = folder / (STAGE if stage else f"{version}.duckdb")
     took = 0.0
-    if copy and live is not None and live.is_file():
+    spare = _take_spare(folder, live, new) if copy and live is not None and live.parent == folder else False
+    if copy and not spare and live is not None and live.is_file():
         started = time.monotonic()
         tmp = new.with_name(new.name + ".tmp")
         _copy(live, tmp)
@@ -130,6 +134,55 @@ def prepare(link: Path, version: str, *, copy: bool, stage: bool = False) -> tup
         os.replace(tmp, new)
         took = time.monotonic() - started
     return new, took
+
+
+def _take_spare(folder: Path, live: Path, new: Path) -> bool:
+    """Rename the spare copy of the live version (make_spare) to ``new``; remove every other spare (of
+    an older version, or one still being written). False when there was none to take."""
+    taken = False
+    for f in folder.iterdir():
+        if not f.name.startswith(SPARE):
+            continue
+        if f.name == SPARE + live.name and not taken:
+            try:
+                os.replace(f, new)
+                taken = True
+                continue
+            except FileNotFoundError:
+                continue
+        with contextlib.suppress(FileNotFoundError):
+            f.unlink()
+    return taken
+
+
+def make_spare(link: Path) -> Path | None:
+    """A copy of the live version, made while no build runs, that the next incremental build takes
+    instead of copying the live file itself (:func:`prepare`): the build worker makes one after each
+    build, so the copy and its write to disk are out of the hour's way. A published version is never
+    written again (readers open it read-only), so the copy stays exact; a spare of a version that is
+    no longer live is removed by the next build. Costs one more file of the warehouse's size."""
+    if not link.exists():
+        return None
+    live = live_file(link)
+    folder = versions_dir(link)
+    if live.parent != folder or not live.is_file() or live.with_name(live.name + ".wal").exists():
+        return None
+    done = folder / (SPARE + live.name)
+    if done.exists():
+        return done
+    partial = folder / f"{SPARE}{live.name}.{os.getpid()}.partial"
+    try:
+        _copy(live, partial)
+        _fsync(partial)
+        if live_file(link) != live:  # a build published meanwhile: this copy is of an older version
+            partial.unlink()
+            return None
+        os.replace(partial, done)
+    except FileNotFoundError:  # a build removed it (or the live file) meanwhile
+        with contextlib.suppress(FileNotFoundError):
+            partial.unlink()
+        return None
+    return done
 
 
 def _fsync(path: Path) -> None:

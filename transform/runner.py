@@ -22,7 +22,7 @@ from gpufinops.warehouse import published_version, write_build_record
 from transform.publish import BuildLocked, build_lock, discard, new_version, prepare, publish
 
 __all__ = ["BuildFailed", "BuildLocked", "BuildResult", "ManifestCache", "NodeResult", "PROJECT_DIR", "dbt_common_args", "dbt_environment", "dbt_vars",
-           "project_files_digest", "run_build", "seed_digest", "use_manifest_cache"]
+           "kept_staging_views", "project_files_digest", "run_build", "seed_digest", "use_manifest_cache"]
 
 _FAILED = {"error", "fail", "runtime error"}
 _TEST_TYPES = {"test", "unit_test"}
@@ -227,6 +227,25 @@ def views_digest(variables: dict[str, Any], project_dir: Path = PROJECT_DIR) -> 
 
 
 INTERMEDIATE_VIEWS = "config.materialized:view,path:models/intermediate"  # dbt selector (an intersection)
+_LAKE_GLOB = "/cluster=*/day=*/*.parquet'"  # how a staging view's SQL names its files (macro lake_glob_pattern)
+
+
+def kept_staging_views(warehouse: Path) -> list[str]:
+    """The staging views of ``warehouse`` an hourly build need not make again: those that read their
+    landing table's files by a glob (macro lake_glob_relation) and take every landing column from the
+    files. Such a view reads whatever has landed since it was made; its SQL changes only with the
+    models, macros and vars (the views digest) or with the files' columns, which the lake writer
+    conforms to the landing schema. A view of a table that had no files (a typed empty relation), or
+    whose files lacked a landing column (a null column), is made again."""
+    import duckdb
+
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        rows = con.execute("select view_name, sql from duckdb_views() where not internal").fetchall()
+    finally:
+        con.close()
+    return sorted(name for name, sql in rows if name.startswith("stg_") and _LAKE_GLOB in sql
+                  and "read_parquet('" in sql and "CAST(NULL AS" not in sql.upper())
 
 
 def _seed_state(work: Path, link: Path, key: str = "digest") -> str | None:
@@ -363,9 +382,10 @@ def _build(settings: Settings, link: Path, work: Path, version: str, *, full_ref
     try:
         if not full_refresh:
             _write_late_windows(target, Path(settings.lake_dir), served)
+        keep = [INTERMEDIATE_VIEWS, *kept_staging_views(target)] if keep_views else []
         result = _dbt(settings, work, target, variables, full_refresh=full_refresh, select=select,
                       skip_seeds=skip_seeds, unit_tests=unit_tests, invariants_only=invariants_only,
-                      keep_views=keep_views)
+                      keep=keep)
     except BaseException:
         discard(target)
         raise
@@ -479,7 +499,7 @@ def dbt_environment(settings: Settings, work: Path, warehouse: Path, *, full_ref
 def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
          select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
          extra_env: dict[str, str] | None = None, invariants_only: bool = False,
-         keep_views: bool = False) -> BuildResult:
+         keep: Sequence[str] = ()) -> BuildResult:
     common = dbt_common_args(work, variables, dbt_target)
     env = {**dbt_environment(settings, work, warehouse, full_refresh=full_refresh, select=select), **(extra_env or {})}
     started = time.monotonic()
@@ -497,7 +517,7 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
         if select:
             args += ["--select", *select]
         exclude = [*(["test_type:generic"] if invariants_only else []),  # the singular invariants still run
-                   *([INTERMEDIATE_VIEWS] if keep_views else [])]
+                   *keep]  # views the copied live version holds as this build would make them
         if exclude:
             args += ["--exclude", *exclude]
         manifest = _manifest_cache.get(common) if _manifest_cache is not None and dbt_target is None else None

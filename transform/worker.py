@@ -210,9 +210,28 @@ class _Worker:
             if request.get("summary") and not request.get("select"):
                 summary = _jsonable(showback_summary(result.warehouse))
             _log.info("build %s published in %.1f s", result.version, time.perf_counter() - started)
+            self.spare_soon()
             return {"ok": True, "result": _jsonable(result), "summary": summary, "worker_pid": os.getpid()}
         finally:
             self._one.release()
+
+    def spare_soon(self) -> None:
+        """Copy the live version in the background (transform.publish.make_spare): the next
+        incremental build starts from that copy instead of copying the live file itself."""
+        from transform.publish import make_spare
+
+        link = Path(os.path.abspath(self.settings.warehouse_path))
+
+        def run() -> None:
+            try:
+                made = make_spare(link)
+            except OSError as exc:  # a full disk: the next build copies the live file itself
+                _log.warning("no spare copy of the live warehouse: %s", exc)
+                return
+            if made is not None:
+                _log.info("spare copy of the live warehouse ready: %s", made.name)
+
+        threading.Thread(target=run, name="spare-copy", daemon=True).start()
 
 
 def serve(settings: Any, *, ready: Any = None) -> None:
@@ -227,6 +246,7 @@ def serve(settings: Any, *, ready: Any = None) -> None:
         path.unlink()  # a stale socket of a worker that is gone
     worker = _Worker(settings)
     _warm(worker, settings)
+    worker.spare_soon()
     server = _Server(str(path), _Handler)
     server.worker = worker
     try:
