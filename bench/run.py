@@ -91,8 +91,8 @@ def bench_scale(scale: str, spec: dict[str, int]) -> list[StageResult]:
 def _hours(home: Path, scale: str, gen_args: list[str]) -> list[StageResult]:
     """The hourly step twice: the first held-back hour lands and ``gpufinops build --in-process`` builds
     it (interpreter, imports and dbt's parse in the measured process); then a build worker starts
-    (``gpufinops serve builder``), the second hour lands, and ``gpufinops build`` hands the build to the
-    worker. The hour's figure is the wall time of the whole ``gpufinops build`` process; its memory is
+    (``gpufinops serve builder``) and makes its spare copy of the live version (as it has an hour
+    after a build), the second hour lands, and ``gpufinops build`` hands the build to the worker. The hour's figure is the wall time of the whole ``gpufinops build`` process; its memory is
     the larger of that process's peak and the worker's peak during the build (VmHWM, reset first)."""
     out = [run_stage("land hour 1 of 2", scale, _cli(home, *gen_args, "--hold-back-hours", "2", "--tail-only",
                                                        "--tail-hours", "1"), detail="the first held-back hour lands"),
@@ -109,6 +109,15 @@ def _hours(home: Path, scale: str, gen_args: list[str]) -> list[StageResult]:
             time.sleep(0.2)
         out.append(StageResult("build worker start (imports + parse, once)", scale, round(time.perf_counter() - t0, 1),
                                round(_rss_mb(worker.pid, "VmRSS"), 0), True, "`gpufinops serve builder`; RSS when ready"))
+        # steady state: an hour after a build, the worker's spare copy of the live version is ready
+        # (transform.publish.make_spare); here it was started seconds ago, so wait for it
+        t1 = time.perf_counter()
+        spare = _spare_of(home)
+        while not spare.exists() and time.perf_counter() - t1 < 300 and worker.poll() is None:
+            time.sleep(0.2)
+        out.append(StageResult("build worker's spare copy of the live version", scale, round(time.perf_counter() - t1, 1),
+                               0, spare.exists(), f"{spare.stat().st_size / 1e9:.2f} GB, copied and synced in the background"
+                               if spare.exists() else "not made"))
         out.append(run_stage("land hour 2 of 2", scale, _cli(home, *gen_args, "--hold-back-hours", "1", "--tail-only"),
                              detail="the second held-back hour lands"))
         Path(f"/proc/{worker.pid}/clear_refs").write_text("5")  # reset the worker's VmHWM
@@ -122,6 +131,14 @@ def _hours(home: Path, scale: str, gen_args: list[str]) -> list[StageResult]:
         worker.terminate()
         worker.wait(timeout=60)
     return out
+
+
+def _spare_of(home: Path) -> Path:
+    from gpufinops.warehouse import live_file, versions_dir
+    from transform.publish import SPARE
+
+    link = home / "warehouse.duckdb"
+    return versions_dir(link) / (SPARE + live_file(link).name)
 
 
 def _rss_mb(pid: int, field: str) -> float:

@@ -25,7 +25,7 @@ from pathlib import Path
 from gpufinops.errors import Conflict
 from gpufinops.warehouse import live_file, lock_path, versions_dir
 
-__all__ = ["STAGE", "BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard", "make_spare"]
+__all__ = ["SPARE", "STAGE", "BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard", "make_spare"]
 
 
 STAGE = "_building.duckdb"  # the fixed name a dbt build writes its version under (renamed at publish)
