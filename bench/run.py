@@ -92,8 +92,9 @@ def _hours(home: Path, scale: str, gen_args: list[str]) -> list[StageResult]:
     """The hourly step twice: the first held-back hour lands and ``gpufinops build --in-process`` builds
     it (interpreter, imports and dbt's parse in the measured process); then a build worker starts
     (``gpufinops serve builder``) and makes its spare copy of the live version (as it has an hour
-    after a build), the second hour lands, and ``gpufinops build`` hands the build to the worker. The hour's figure is the wall time of the whole ``gpufinops build`` process; its memory is
-    the larger of that process's peak and the worker's peak during the build (VmHWM, reset first)."""
+    after a build), the second hour lands, and ``gpufinops build`` hands the build to the worker. The
+    hour's figure is the wall time of the whole ``gpufinops build`` process; its memory is the larger
+    of that process's peak and the worker's peak during the build (VmHWM, reset first)."""
     out = [run_stage("land hour 1 of 2", scale, _cli(home, *gen_args, "--hold-back-hours", "2", "--tail-only",
                                                        "--tail-hours", "1"), detail="the first held-back hour lands"),
            run_stage("incremental hour, in-process", scale, _cli(home, "build", "--in-process"),

@@ -63,3 +63,15 @@ def test_a_spare_of_an_older_version_is_never_taken(tmp_path: Path) -> None:
     assert took > 0.0  # copied from the live file
     assert duckdb.connect(str(new), read_only=True).execute("select x from t").fetchall() == [(2,)]
     assert sorted(p.name for p in folder.iterdir()) == ["v2.duckdb", "v3.duckdb"]
+
+
+def test_a_new_spare_removes_the_finished_spare_of_an_older_version(tmp_path: Path) -> None:
+    link = tmp_path / "warehouse.duckdb"
+    _published(link, "v1", 1)
+    old = make_spare(link)
+    new, _ = prepare(link, "v2", copy=False)  # a full build: it takes no spare
+    duckdb.connect(str(new)).execute("create table t as select 2 as x").close()
+    publish(link, new)
+    assert old is not None and old.exists()
+    spare = make_spare(link)
+    assert spare is not None and spare.name == ".spare.v2.duckdb" and not old.exists()

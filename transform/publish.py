@@ -168,6 +168,10 @@ def make_spare(link: Path) -> Path | None:
     if live.parent != folder or not live.is_file() or live.with_name(live.name + ".wal").exists():
         return None
     done = folder / (SPARE + live.name)
+    for f in folder.glob(SPARE + "*.duckdb"):  # a finished spare of an older version (a full build since)
+        if f != done:
+            with contextlib.suppress(FileNotFoundError):
+                f.unlink()
     if done.exists():
         return done
     partial = folder / f"{SPARE}{live.name}.{os.getpid()}.partial"
