@@ -102,6 +102,8 @@ def _hours(home: Path, scale: str, gen_args: list[str]) -> list[StageResult]:
     t0 = time.perf_counter()
     worker = subprocess.Popen(_cli(home, "serve", "builder"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        from gpufinops.warehouse import live_file
+        from transform.publish import spare_path
         from transform.worker import worker_alive
 
         while worker_alive(home) is None:
@@ -113,7 +115,7 @@ def _hours(home: Path, scale: str, gen_args: list[str]) -> list[StageResult]:
         # steady state: an hour after a build, the worker's spare copy of the live version is ready
         # (transform.publish.make_spare); here it was started seconds ago, so wait for it
         t1 = time.perf_counter()
-        spare = _spare_of(home)
+        spare = spare_path(live_file(home / "warehouse.duckdb"))
         while not spare.exists() and time.perf_counter() - t1 < 300 and worker.poll() is None:
             time.sleep(0.2)
         out.append(StageResult("build worker's spare copy of the live version", scale, round(time.perf_counter() - t1, 1),
@@ -132,14 +134,6 @@ def _hours(home: Path, scale: str, gen_args: list[str]) -> list[StageResult]:
         worker.terminate()
         worker.wait(timeout=60)
     return out
-
-
-def _spare_of(home: Path) -> Path:
-    from gpufinops.warehouse import live_file, versions_dir
-    from transform.publish import SPARE
-
-    link = home / "warehouse.duckdb"
-    return versions_dir(link) / (SPARE + live_file(link).name)
 
 
 def _rss_mb(pid: int, field: str) -> float:

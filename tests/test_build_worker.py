@@ -21,8 +21,9 @@ import pytest
 
 from gpufinops.errors import ConfigError
 from gpufinops.settings import Settings
-from gpufinops.warehouse import live_file, versions_dir
+from gpufinops.warehouse import live_file
 from testsupport.warehouse_compare import assert_same_tables
+from transform.publish import spare_path
 from transform.worker import SOCKET_NAME, WorkerUnavailable, remote_build, worker_alive
 
 _FIXTURE = Path(__file__).parent / "fixtures" / "warehouse" / "small_lake.py"
@@ -64,7 +65,7 @@ def worked(tmp_path_factory):
         lake.write_small_lake(home.lake_dir, start=lake.T0 + timedelta(hours=14), hours=2)
         second = _cli(Path(home.home), "build", "--no-summary")
         pings.append(worker_alive(home.home))
-        spare = versions_dir(home.warehouse_path) / (".spare." + live_file(home.warehouse_path).name)
+        spare = spare_path(live_file(home.warehouse_path))
         deadline = time.monotonic() + 60
         while not spare.exists() and time.monotonic() < deadline:
             time.sleep(0.2)

@@ -25,7 +25,7 @@ from pathlib import Path
 from gpufinops.errors import Conflict
 from gpufinops.warehouse import live_file, lock_path, versions_dir
 
-__all__ = ["SPARE", "STAGE", "BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard", "make_spare"]
+__all__ = ["SPARE", "STAGE", "BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard", "make_spare", "spare_path"]
 
 
 STAGE = "_building.duckdb"  # the fixed name a dbt build writes its version under (renamed at publish)
@@ -136,6 +136,11 @@ def prepare(link: Path, version: str, *, copy: bool, stage: bool = False) -> tup
     return new, took
 
 
+def spare_path(live: Path) -> Path:
+    """Where make_spare puts the spare copy of the published version file ``live``."""
+    return live.with_name(SPARE + live.name)
+
+
 def _take_spare(folder: Path, live: Path, new: Path) -> bool:
     """Rename the spare copy of the live version (make_spare) to ``new``; remove every other spare (of
     an older version, or one still being written). False when there was none to take."""
@@ -143,7 +148,7 @@ def _take_spare(folder: Path, live: Path, new: Path) -> bool:
     for f in folder.iterdir():
         if not f.name.startswith(SPARE):
             continue
-        if f.name == SPARE + live.name and not taken:
+        if f == spare_path(live) and not taken:
             try:
                 os.replace(f, new)
                 taken = True
@@ -167,7 +172,7 @@ def make_spare(link: Path) -> Path | None:
     folder = versions_dir(link)
     if live.parent != folder or not live.is_file() or live.with_name(live.name + ".wal").exists():
         return None
-    done = folder / (SPARE + live.name)
+    done = spare_path(live)
     for f in folder.glob(SPARE + "*.duckdb"):  # a finished spare of an older version (a full build since)
         if f != done:
             with contextlib.suppress(FileNotFoundError):
