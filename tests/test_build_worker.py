@@ -93,6 +93,14 @@ def test_the_worker_parses_again_only_when_the_vars_change(worked):
     assert [p["parses"] for p in pings] == [1, 2, 2]
 
 
+def test_the_parsed_project_is_frozen_once(worked):
+    _, _, _, _, pings, *_ = worked
+    # the parse's objects are out of the collector's sight (each dbt invocation ends with a full
+    # collection); a second parse unfreezes the first's, so the frozen set does not grow per parse
+    assert pings[0]["frozen"] > 100_000
+    assert pings[1]["frozen"] < 1.5 * pings[0]["frozen"]
+
+
 def test_the_worker_keeps_a_spare_copy_of_the_live_version(worked):
     home, *_, spare = worked
     # made in the background after the build: the next build renames it instead of copying

@@ -146,6 +146,9 @@ class ManifestCache:
             from dbt.cli.main import dbtRunner
 
             self._key, self._manifest = None, None
+            # the previous parse's objects become collectable again, the new ones are frozen below
+            gc.unfreeze()
+            self._key = self._manifest = None
             try:
                 res = dbtRunner().invoke(["parse", *common, "--quiet", "--no-write-json"])
             finally:
@@ -154,6 +157,9 @@ class ManifestCache:
                 return None  # the build itself parses and reports what is wrong
             self._key, self._manifest = key, res.result
             self.parses += 1
+            # Out of the collector's sight: the parsed project is millions of long-lived objects, and
+            # the full collection after every dbt invocation (_release_duckdb) walked all of them.
+            gc.freeze()
         return self._manifest
 
 

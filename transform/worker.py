@@ -18,6 +18,7 @@ serves the one home it was started with and refuses a request for another.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import os
@@ -172,7 +173,7 @@ class _Worker:
         op = request.get("op")
         if op == "ping":
             return {"ok": True, "pid": os.getpid(), "home": str(self.home), "builds": self.builds,
-                    "parses": self.cache.parses}
+                    "parses": self.cache.parses, "frozen": gc.get_freeze_count()}
         if op != "build":
             return {"ok": False, "error": {"kind": "internal", "message": f"unknown request {op!r}"}}
         if Path(str(request.get("home"))).resolve() != self.home:
