@@ -75,3 +75,21 @@ def test_a_new_spare_removes_the_finished_spare_of_an_older_version(tmp_path: Pa
     assert old is not None and old.exists()
     spare = make_spare(link)
     assert spare is not None and spare.name == ".spare.v2.duckdb" and not old.exists()
+
+
+def test_a_new_spare_removes_the_half_copy_a_killed_worker_left_but_not_a_running_ones(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    link = tmp_path / "warehouse.duckdb"
+    _published(link, "v1", 1)
+    folder = versions_dir(link)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # a pid that has exited
+    (folder / f".spare.v1.duckdb.{dead}.partial").write_bytes(b"half")  # a worker killed mid-copy
+    running = folder / f".spare.v1.duckdb.{os.getppid()}.partial"  # a process that still runs: leave it
+    running.write_bytes(b"copying")
+    spare = make_spare(link)
+    assert spare is not None and spare.name == ".spare.v1.duckdb"
+    assert sorted(p.name for p in folder.iterdir()) == sorted([".spare.v1.duckdb", running.name, "v1.duckdb"])

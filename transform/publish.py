@@ -177,6 +177,10 @@ def make_spare(link: Path) -> Path | None:
         if f != done:
             with contextlib.suppress(FileNotFoundError):
                 f.unlink()
+    for f in folder.glob(SPARE + "*.partial"):  # a copy a killed worker left half-written
+        if not _pid_alive(f.name.rsplit(".", 2)[-2]):
+            with contextlib.suppress(FileNotFoundError):
+                f.unlink()
     if done.exists():
         return done
     partial = folder / f"{SPARE}{live.name}.{os.getpid()}.partial"
@@ -192,6 +196,19 @@ def make_spare(link: Path) -> Path | None:
             partial.unlink()
         return None
     return done
+
+
+def _pid_alive(pid: str) -> bool:
+    """Whether process ``pid`` (a spare's writer, from its file name) still runs on this host."""
+    try:
+        os.kill(int(pid), 0)
+    except ValueError:
+        return False
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it runs, as another user
+        return True
+    return True
 
 
 def _fsync(path: Path) -> None:
