@@ -57,7 +57,11 @@ def bench_scale(scale: str, spec: dict[str, int]) -> list[StageResult]:
         # Reuse the lake (and the measurement) of an earlier generation at this scale, taking the
         # last two hours out again so the two hourly stages have something new to build.
         results.append(StageResult(**json.loads(gen_file.read_text())))
-        _clear_tail(home / "lake", days, hours=1 + _worker_hours())
+        # in a child process: the lake writer's peak would otherwise become this process's, which every
+        # later stage's child starts from (run_stage then cannot measure their peaks)
+        subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; from bench.run import _clear_tail; "
+                        "_clear_tail(Path(sys.argv[1]), int(sys.argv[2]), hours=int(sys.argv[3]))",
+                        str(home / "lake"), str(days), str(1 + _worker_hours())], check=True)
         subprocess.run(["rm", "-f", str(home / "warehouse.duckdb")], check=True)
     else:
         subprocess.run(["rm", "-rf", str(home)], check=True)
