@@ -54,8 +54,8 @@ def bench_scale(scale: str, spec: dict[str, int]) -> list[StageResult]:
     gen_file = OUT / f"generation_{tag}.json"
     scale = tag
     if os.environ.get("BENCH_REUSE") and gen_file.exists():
-        # Reuse the lake (and the measurement) of an earlier generation at this scale, taking the
-        # last two hours out again so the two hourly stages have something new to build.
+        # Reuse the lake (and the measurement) of an earlier generation at this scale, taking its
+        # last 1 + BENCH_WORKER_HOURS hours out again so the hourly stages have something new to build.
         results.append(StageResult(**json.loads(gen_file.read_text())))
         # in a child process: the lake writer's peak would otherwise become this process's, which every
         # later stage's child starts from (run_stage then cannot measure their peaks)

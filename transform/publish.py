@@ -202,9 +202,7 @@ def _pid_alive(pid: str) -> bool:
     """Whether process ``pid`` (a spare's writer, from its file name) still runs on this host."""
     try:
         os.kill(int(pid), 0)
-    except ValueError:
-        return False
-    except ProcessLookupError:
+    except (ValueError, ProcessLookupError):  # not a pid, or no such process
         return False
     except PermissionError:  # it runs, as another user
         return True
