@@ -93,3 +93,41 @@ def test_a_new_spare_removes_the_half_copy_a_killed_worker_left_but_not_a_runnin
     spare = make_spare(link)
     assert spare is not None and spare.name == ".spare.v1.duckdb"
     assert sorted(p.name for p in folder.iterdir()) == sorted([".spare.v1.duckdb", running.name, "v1.duckdb"])
+
+
+def test_a_deferred_removal_sets_the_old_version_aside_at_once_and_unlinks_it_after(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    # the build worker's publish: the superseded version is renamed aside and unlinked in the background;
+    # a reader holding it keeps reading, and set-aside files a process left behind go with the next sweep
+    import threading
+
+    import transform.publish as pub
+    from transform.publish import TRASH, defer_removal, wait_for_removals
+
+    unlinked_on: list[tuple[str, list[str]]] = []
+    real = pub._unlink_all
+
+    def recording(files: list[Path]) -> None:
+        unlinked_on.append((threading.current_thread().name, [f.name for f in files]))
+        real(files)
+
+    monkeypatch.setattr(pub, "_unlink_all", recording)
+    link = tmp_path / "warehouse.duckdb"
+    folder = versions_dir(link)
+    v1 = _published(link, "v1", 1)
+    reader = duckdb.connect(str(v1), read_only=True)
+    defer_removal(True)
+    try:
+        _published(link, "v2", 2)
+        names = {p.name for p in folder.iterdir()}
+        assert "v1.duckdb" not in names and "v2.duckdb" in names  # set aside (or already gone) before publish returns
+        assert reader.execute("select x from t").fetchall() == [(1,)]
+        wait_for_removals(30)
+        assert unlinked_on[-1] == ("version-removal", [f"{TRASH}v1.duckdb"])  # in the background thread
+        assert sorted(p.name for p in folder.iterdir()) == ["v2.duckdb"]
+        (folder / f"{TRASH}v0.duckdb").write_bytes(b"left by a worker that exited first")
+    finally:
+        defer_removal(False)
+        reader.close()
+    _published(link, "v3", 3)  # a plain (not deferred) publish sweeps the left-over too
+    assert sorted(p.name for p in folder.iterdir()) == ["v3.duckdb"]
+    assert duckdb.connect(str(link), read_only=True).execute("select x from t").fetchall() == [(3,)]

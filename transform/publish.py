@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -25,11 +26,37 @@ from pathlib import Path
 from gpufinops.errors import Conflict
 from gpufinops.warehouse import live_file, lock_path, versions_dir
 
-__all__ = ["SPARE", "STAGE", "BuildLocked", "build_lock", "new_version", "prepare", "publish", "discard", "make_spare", "spare_path"]
+__all__ = ["SPARE", "STAGE", "TRASH", "BuildLocked", "build_lock", "defer_removal", "new_version", "prepare", "publish", "discard",
+           "make_spare", "spare_path", "wait_for_removals"]
 
 
 STAGE = "_building.duckdb"  # the fixed name a dbt build writes its version under (renamed at publish)
 SPARE = ".spare."  # prefix of a ready copy of a published version: .spare.<version>.duckdb (make_spare)
+TRASH = ".trash."  # prefix of a superseded version set aside by publish, unlinked in the background (defer_removal)
+
+_defer = False
+_removals: list[threading.Thread] = []
+
+
+def defer_removal(on: bool = True) -> None:
+    """Make :func:`publish` rename the superseded versions aside (``.trash.<name>``) and unlink them
+    in a background thread. A long-lived build worker does: unlinking a version file of the 1,000-node
+    warehouse (1.9 GB) took 0.33 s of each hourly build, and nothing waits for it. A process that
+    exits first leaves the set-aside files to the next build's sweep."""
+    global _defer
+    _defer = on
+
+
+def wait_for_removals(timeout: float | None = None) -> None:
+    """Wait for the background unlinks :func:`publish` started (tests; a worker shutting down)."""
+    while _removals:
+        _removals.pop().join(timeout)
+
+
+def _unlink_all(files: list[Path]) -> None:
+    for f in files:
+        with contextlib.suppress(FileNotFoundError):
+            f.unlink()
 
 
 class BuildLocked(Conflict):
@@ -95,22 +122,40 @@ def _copy(src: Path, dst: Path) -> None:
         shutil.copyfileobj(fin, fout, 8 << 20)
 
 
-def _sweep(link: Path, keep: Path | None) -> None:
-    """Unlink every version file but ``keep`` (a reader holding one keeps reading it until it closes)."""
+def _sweep(link: Path, keep: Path | None, *, defer: bool = False) -> None:
+    """Unlink every version file but ``keep`` (a reader holding one keeps reading it until it closes).
+    ``defer``: rename them aside (:data:`TRASH`) and unlink them in a background thread; set-aside files
+    a process left (it exited first) go with them."""
     folder = versions_dir(link)
     if not folder.is_dir():
         return
+    aside: list[Path] = []
     for f in folder.iterdir():
         if keep is not None and f.name in (keep.name, keep.name + ".wal"):
             continue
         if f.name.startswith(SPARE):  # prepare uses or removes them
             continue
+        if f.name.startswith(TRASH) and f.is_file():
+            aside.append(f)
+            continue
         if f.name.endswith((".duckdb", ".duckdb.wal", ".duckdb.tmp")):
             if f.is_dir():  # DuckDB's spill folder (<file>.tmp) of a build that was killed
                 shutil.rmtree(f, ignore_errors=True)
                 continue
+            if defer:
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(f, f.with_name(TRASH + f.name))
+                    aside.append(f.with_name(TRASH + f.name))
+                continue
             with contextlib.suppress(FileNotFoundError):
                 f.unlink()
+    if aside and defer:
+        worker = threading.Thread(target=_unlink_all, args=(aside,), name="version-removal", daemon=True)
+        _removals[:] = [t for t in _removals if t.is_alive()]
+        _removals.append(worker)
+        worker.start()
+    else:
+        _unlink_all(aside)
 
 
 def prepare(link: Path, version: str, *, copy: bool, stage: bool = False) -> tuple[Path, float]:
@@ -239,7 +284,7 @@ def publish(link: Path, new: Path, version: str | None = None) -> Path:
     _fsync(link.parent)
     with contextlib.suppress(FileNotFoundError):
         link.with_name(link.name + ".wal").unlink()  # a plain file's WAL from before atomic publish
-    _sweep(link, new)
+    _sweep(link, new, defer=_defer)
     return new
 
 

@@ -159,6 +159,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 class _Worker:
     def __init__(self, settings: Any) -> None:
+        from transform.publish import defer_removal
         from transform.runner import ManifestCache, use_manifest_cache
 
         self.settings = settings
@@ -166,6 +167,7 @@ class _Worker:
         self.config = config_of(settings)
         self.cache = ManifestCache()
         use_manifest_cache(self.cache)
+        defer_removal(True)  # a superseded version is unlinked after the answer, not before it
         self.builds = 0
         self._one = threading.Lock()  # dbt runs one invocation per process at a time
 
@@ -255,9 +257,12 @@ def serve(settings: Any, *, ready: Any = None) -> None:
             ready(path)
         server.serve_forever(poll_interval=0.5)
     finally:
+        from transform.publish import wait_for_removals
+
         server.server_close()
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
+        wait_for_removals(60)
 
 
 def _warm(worker: _Worker, settings: Any) -> None:
