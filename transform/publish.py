@@ -143,9 +143,10 @@ def _sweep(link: Path, keep: Path | None, *, defer: bool = False) -> None:
                 shutil.rmtree(f, ignore_errors=True)
                 continue
             if defer:
+                trash = f.with_name(TRASH + f.name)
                 with contextlib.suppress(FileNotFoundError):
-                    os.replace(f, f.with_name(TRASH + f.name))
-                    aside.append(f.with_name(TRASH + f.name))
+                    os.replace(f, trash)
+                    aside.append(trash)
                 continue
             with contextlib.suppress(FileNotFoundError):
                 f.unlink()
