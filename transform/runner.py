@@ -494,12 +494,16 @@ def dbt_common_args(work: Path, variables: dict[str, Any], dbt_target: str | Non
 
 def dbt_environment(settings: Settings, work: Path, warehouse: Path, *, full_refresh: bool,
                     select: Sequence[str] | None = None) -> dict[str, str]:
-    """The environment of a build's dbt invocations (profiles.yml reads the warehouse path and the
-    DuckDB memory limit from it; dbt re-parses the project when the profile changes)."""
+    """The environment of a build's dbt invocations (profiles.yml reads the warehouse path, the
+    DuckDB memory limit and block allocator memory from it; dbt re-parses the project when the
+    profile changes)."""
+    whole = bool(full_refresh or select)
     return {"GPUFINOPS_WAREHOUSE": str(warehouse), "DBT_LOG_PATH": str(work / "logs"),
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
             "GPUFINOPS_DUCKDB_MEMORY_LIMIT": os.environ.get("GPUFINOPS_DUCKDB_MEMORY_LIMIT") or (
-                settings.build_memory_limit if full_refresh or select else settings.hourly_memory_limit)}
+                settings.build_memory_limit if whole else settings.hourly_memory_limit),
+            "GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY": os.environ.get("GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY") or (
+                settings.build_block_allocator_memory if whole else settings.hourly_block_allocator_memory)}
 
 
 def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
