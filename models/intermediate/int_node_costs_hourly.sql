@@ -10,9 +10,15 @@
 -- the hour, else the earliest row); where there are no rates, or the GPU share would be below var
 -- residual_floor_fraction, the weights apply and split_flag says why (dq_price_split).
 {%- set residual = var('split_method', 'residual') == 'residual' %}
+-- A table, incremental per cluster-hour, not a view: the cost chain under fct_gpu_allocation_hourly,
+-- fct_node_hourly and five data tests read it, and each read of a view evaluated its joins again.
+{{ incremental_by(['cluster', 'hour']) }}
 
 with nodes_hourly as (
-    select * from {{ ref('int_nodes_hourly') }}
+    select * from {{ ref('int_nodes_hourly') }} as src
+    {%- if is_incremental() %}
+    where {{ incremental_since('src.hour') }}
+    {%- endif %}
 ),
 
 prices as (
