@@ -130,8 +130,8 @@ class Settings(BaseSettings):
     # DuckDB's block_allocator_memory for dbt, a full build and an incremental one: memory the block
     # allocator keeps for buffers once it has touched it, instead of freeing every buffer to the C
     # allocator, which hands it back to the kernel to be mapped and zeroed again. At the full build's
-    # memory limit it took the 1,000-node month's full build from ~104 to ~95 s (the kernel's share of
-    # the CPU from ~32 to ~19 s) at a 6.8 GB peak (docs/bench.md). The hour keeps DuckDB's default (0):
+    # memory limit it took the 1,000-node month's full build from ~104 to ~96 s (the kernel's share of
+    # the CPU from ~32 to ~20 s) at a 6.8 GB peak (docs/bench.md). The hour keeps DuckDB's default (0):
     # it was not measured with it. GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY, when set, overrides both.
     build_block_allocator_memory: str = "6GB"
     hourly_block_allocator_memory: str = "0B"
