@@ -2,8 +2,8 @@
 -- rates for their provider / region ('no_reference_rate'), or a GPU share below var
 -- residual_floor_fraction ('residual_below_floor'). Their hours are split by the weights instead.
 -- Listed, never blocking; empty with split_method = weights.
--- Read from fct_node_hourly (a table, which carries the flag and the share): the view chain under
--- int_node_costs_hourly over the whole history cost the hourly build ~4.8 s at 1,000 nodes x 30 days.
+-- Read from fct_node_hourly (a table, which carries the flag and the share): when int_node_costs_hourly
+-- was a view, its chain over the whole history cost the hourly build ~4.8 s at 1,000 nodes x 30 days.
 with nodes as (
     select * from {{ ref('fct_node_hourly') }}
     where split_flag is not null
