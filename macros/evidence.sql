@@ -23,16 +23,10 @@ create or replace macro {{ this.schema }}.gpu_workload_evidence_window(window_st
   with h as (
       select * from {{ this }} where hour >= window_start and hour < window_end
   ),
-  util_rows as (
-      select cluster, namespace, workload, e.b as b, e.n as n
-      from (select cluster, namespace, workload, unnest(util_hist) as e from h) as u
-  ),
-  fb_rows as (
-      select cluster, namespace, workload, e.b as b, e.n as n
-      from (select cluster, namespace, workload, unnest(fb_hist) as e from h) as f
-  ),
-  uq as {{ hist_quantiles('util_rows', wl, {'p50': 0.5, 'p95': 0.95}) }},
-  fq as {{ hist_quantiles('fb_rows', wl, {'p50': 0.5, 'p95': 0.95}) }},
+  util_merged as {{ hist_list(hist_bucket_sums('h', wl, 'util_hist'), wl) }},
+  fb_merged as {{ hist_list(hist_bucket_sums('h', wl, 'fb_hist'), wl) }},
+  uq as {{ hist_quantiles('util_merged', wl, {'p50': 0.5, 'p95': 0.95}) }},
+  fq as {{ hist_quantiles('fb_merged', wl, {'p50': 0.5, 'p95': 0.95}) }},
   s as (
       select cluster, namespace, workload,
              sum(samples) as samples,
@@ -72,8 +66,8 @@ create or replace macro {{ this.schema }}.gpu_device_evidence_window(window_star
       from d
       inner join s on {% for k in dev %}d.{{ k }} is not distinct from s.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
   ),
-  util_rows as {{ hist_bucket_sums('hists', ['dev_id'], 'util_hist') }},
-  q as {{ hist_quantiles('util_rows', ['dev_id'], {'p50': 0.5, 'p95': 0.95}, summed=true) }}
+  util_merged as {{ hist_list(hist_bucket_sums('hists', ['dev_id'], 'util_hist'), ['dev_id']) }},
+  q as {{ hist_quantiles('util_merged', ['dev_id'], {'p50': 0.5, 'p95': 0.95}) }}
   select {% for k in dev %}s.{{ k }}, {% endfor %}s.samples, s.util_max, s.util_mean,
          {{ util_bucket_value('q.p50') }} as util_p50, {{ util_bucket_value('q.p95') }} as util_p95
   from s

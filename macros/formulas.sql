@@ -231,16 +231,21 @@
    group by {{ keys | join(', ') }})
 {%- endmacro %}
 
-{% macro hist_quantiles(relation, keys, qs, bucket='b', n='n', summed=false) -%}
-  {#- Per `keys`, the nearest-rank quantiles `qs` (dict alias -> q) of the histogram rows of `relation`
-      (one row per key and bucket, any number of rows per bucket: they are summed first; `summed`: the
-      rows are one per key and bucket already, e.g. hist_bucket_sums', and are read as they are). -#}
+{% macro hist_quantiles(relation, keys, qs, hist='hist') -%}
+  {#- Per `keys`, the nearest-rank quantiles `qs` (dict alias -> q) of the histogram in column `hist`
+      of `relation` (one row per key; a list of {b, n} sorted by b, such as hist_list's): the smallest
+      bucket b whose cumulative count reaches q of the list's total. One fold over each list (no
+      window over exploded rows); an empty or null list has null quantiles. -#}
   {%- set k = keys | join(', ') -%}
-  (select {{ k }}{% for alias, q in qs.items() %}, min(case when cum_n >= {{ q }} * tot_n - 1e-9 then {{ bucket }} end) as {{ alias }}{% endfor %}
-   from (select {{ k }}, {{ bucket }}, sum(n) over (partition by {{ k }} order by {{ bucket }}) as cum_n,
-                sum(n) over (partition by {{ k }}) as tot_n
-         from {% if summed %}(select {{ k }}, {{ bucket }}, {{ n }} as n from {{ relation }}){% else %}(select {{ k }}, {{ bucket }}, sum({{ n }}) as n from {{ relation }} group by {{ k }}, {{ bucket }}){% endif %} as merged) as c
-   group by {{ k }})
+  {%- set start = [['cum', 'cast(0 as bigint)']] -%}
+  {%- set step = [['cum', 'cast(acc.cum + e.n as bigint)']] -%}
+  {%- for alias, q in qs.items() -%}
+    {%- do start.append([alias, 'cast(null as integer)']) -%}
+    {%- do step.append([alias, 'coalesce(acc.' ~ alias ~ ', case when acc.cum + e.n >= ' ~ q ~ ' * tot_n - 1e-9 then cast(e.b as integer) end)']) -%}
+  {%- endfor -%}
+  (select {{ k }}{% for alias in qs %}, r.{{ alias }} as {{ alias }}{% endfor %}
+   from (select {{ k }}, {{ list_fold('h', make_struct(start), 'acc', 'e', make_struct(step)) }} as r
+         from (select {{ k }}, {{ hist }} as h, {{ hist_count(hist) }} as tot_n from {{ relation }} as src) as t) as f)
 {%- endmacro %}
 
 

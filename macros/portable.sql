@@ -253,6 +253,31 @@
 {% macro spark__hist_count(hist) -%}coalesce(aggregate({{ hist }}, cast(0 as bigint), (acc, e) -> acc + e.n), 0){%- endmacro %}
 
 
+{% macro list_fold(list, start, acc, element, step) -%}
+  {#- a left fold of a list column: `start`, then `step` (an expression of the names `acc` and
+      `element`) applied to each element in order; `start` for an empty list -#}
+  {{ return(adapter.dispatch('list_fold', 'gpufinops')(list, start, acc, element, step)) }}
+{%- endmacro %}
+{% macro duckdb__list_fold(list, start, acc, element, step) -%}
+  list_reduce({{ list }}, lambda {{ acc }}, {{ element }}: {{ step }}, {{ start }})
+{%- endmacro %}
+{% macro spark__list_fold(list, start, acc, element, step) -%}
+  aggregate({{ list }}, {{ start }}, ({{ acc }}, {{ element }}) -> {{ step }})
+{%- endmacro %}
+
+
+{% macro make_struct(fields) -%}
+  {#- a struct value of `fields` ([[name, expr], ...]) -#}
+  {{ return(adapter.dispatch('make_struct', 'gpufinops')(fields)) }}
+{%- endmacro %}
+{% macro duckdb__make_struct(fields) -%}
+  struct_pack({% for f in fields %}{{ f[0] }} := {{ f[1] }}{{ ", " if not loop.last }}{% endfor %})
+{%- endmacro %}
+{% macro spark__make_struct(fields) -%}
+  named_struct({% for f in fields %}'{{ f[0] }}', {{ f[1] }}{{ ", " if not loop.last }}{% endfor %})
+{%- endmacro %}
+
+
 {% macro duckdb__get_delete_insert_merge_sql(target, source, unique_key, dest_columns, incremental_predicates) -%}
   {#- dbt-duckdb's delete+insert, with the delete as a semi-join on the distinct keys of the new rows:
       its `delete ... using source where key = key` joins every target row of an hour with every new row

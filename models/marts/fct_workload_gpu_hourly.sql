@@ -70,7 +70,7 @@ stats as (
 
 util_rows as (
     -- every device's histogram exploded once and summed per workload-hour and bucket; the merged
-    -- lists and the quantiles are both read off these rows
+    -- lists are built off these rows, and the quantiles read off the lists (one fold each, no window)
     select * from {{ hist_bucket_sums('devices', ['wh_id'], 'util_hist') }} as u
 ),
 
@@ -82,9 +82,9 @@ util_merged as {{ hist_list('util_rows', ['wh_id']) }},
 
 fb_merged as {{ hist_list('fb_rows', ['wh_id']) }},
 
-util_q as {{ hist_quantiles('util_rows', ['wh_id'], {'p50': 0.5, 'p95': 0.95}, summed=true) }},
+util_q as {{ hist_quantiles('util_merged', ['wh_id'], {'p50': 0.5, 'p95': 0.95}) }},
 
-fb_q as {{ hist_quantiles('fb_rows', ['wh_id'], {'p50': 0.5, 'p95': 0.95}, summed=true) }},
+fb_q as {{ hist_quantiles('fb_merged', ['wh_id'], {'p50': 0.5, 'p95': 0.95}) }},
 
 final as (
     select
