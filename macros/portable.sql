@@ -221,11 +221,11 @@
   {{ return(adapter.dispatch('struct_list', 'gpufinops')(fields, condition)) }}
 {%- endmacro %}
 {% macro duckdb__struct_list(fields, condition=none) -%}
-  list(struct_pack({% for f in fields %}{{ f[0] }} := {{ f[1] }}{{ ", " if not loop.last }}{% endfor %}) order by {{ fields[0][1] }})
+  list({{ duckdb__make_struct(fields) }} order by {{ fields[0][1] }})
   {%- if condition %} filter (where {{ condition }}){% endif %}
 {%- endmacro %}
 {% macro spark__struct_list(fields, condition=none) -%}
-  {%- set s -%}named_struct({% for f in fields %}'{{ f[0] }}', {{ f[1] }}{{ ", " if not loop.last }}{% endfor %}){%- endset -%}
+  {%- set s = spark__make_struct(fields) -%}
   {%- if condition -%}
   case when count(case when {{ condition }} then 1 end) > 0 then array_sort(collect_list(case when {{ condition }} then {{ s }} end)) end
   {%- else -%}

@@ -68,19 +68,11 @@ stats as (
     group by wh_id
 ),
 
-util_rows as (
-    -- every device's histogram exploded once and summed per workload-hour and bucket; the merged
-    -- lists are built off these rows, and the quantiles read off the lists (one fold each, no window)
-    select * from {{ hist_bucket_sums('devices', ['wh_id'], 'util_hist') }} as u
-),
+-- every device's histogram exploded once, summed per workload-hour and bucket and listed; the
+-- quantiles are read off the lists (one fold each, no window)
+util_merged as {{ hist_list(hist_bucket_sums('devices', ['wh_id'], 'util_hist'), ['wh_id']) }},
 
-fb_rows as (
-    select * from {{ hist_bucket_sums('devices', ['wh_id'], 'fb_hist') }} as f
-),
-
-util_merged as {{ hist_list('util_rows', ['wh_id']) }},
-
-fb_merged as {{ hist_list('fb_rows', ['wh_id']) }},
+fb_merged as {{ hist_list(hist_bucket_sums('devices', ['wh_id'], 'fb_hist'), ['wh_id']) }},
 
 util_q as {{ hist_quantiles('util_merged', ['wh_id'], {'p50': 0.5, 'p95': 0.95}) }},
 
