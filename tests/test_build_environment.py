@@ -57,3 +57,25 @@ def test_the_environment_overrides_the_settings(settings: Settings, tmp_path: Pa
     env = runner.dbt_environment(settings, tmp_path, tmp_path / "w.duckdb", full_refresh=True)
     assert env["GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY"] == "512MB"
     assert env["GPUFINOPS_DUCKDB_MEMORY_LIMIT"] == "3GB"
+
+
+def test_unique_combination_finds_every_repeated_key_and_only_those(settings: Settings, tmp_path: Path) -> None:
+    """The generic test behind every model's key (macros/generic_tests.sql), run by dbt on DuckDB: it
+    pre-groups by a hash of the key, and must still return exactly the repeated keys, nulls included."""
+    from dbt.cli.main import dbtRunner
+
+    work = tmp_path / "dbt"
+    work.mkdir(parents=True, exist_ok=True)
+    rows = ("(1, 'a', 'x'), (1, 'a', 'x'), (1, 'a', 'y'), (2, null, 'x'), (2, null, 'x'), (2, null, 'x'),"
+            " (3, 'b', null), (3, 'c', null), (null, null, null), (null, null, null)")
+    model = f"(select * from (values {rows}) as t(k, s, v))"
+    env = runner.dbt_environment(settings, work, tmp_path / "probe.duckdb", full_refresh=True)
+    with runner._environment(env):
+        res = dbtRunner().invoke([
+            "show", *runner.dbt_common_args(work, runner.dbt_vars(settings)), "--quiet", "--output", "json",
+            "--limit", "-1", "--inline",
+            "select * from ({{ gpufinops.test_unique_combination(model=\"" + model + "\", columns=['k', 's']) }})"
+            " as failing order by k nulls last"])
+    assert res.success, res.exception
+    got = [tuple(r) for r in res.result.results[0].agate_table.rows]
+    assert got == [(1, "a", 3), (2, None, 3), (None, None, 2)]

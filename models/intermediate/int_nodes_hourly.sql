@@ -45,9 +45,9 @@ hourly as (
     group by cluster, hour, node
 ),
 
-final as (
-    -- attributes at the node's last snapshot in the hour (a join: cheaper than arg_max per column);
-    -- the first node UID if two share the name in one snapshot
+attributes as (
+    -- attributes at the node's last snapshot in the hour (a join: cheaper than arg_max per column),
+    -- read off its maps here, so that the dedupe below carries scalars, not the maps
     select
         h.cluster,
         h.hour,
@@ -82,11 +82,16 @@ final as (
         n.capacity['memory'] / 1073741824.0 as memory_capacity_gib,
         n.allocatable['cpu'] as cpu_allocatable,
         n.allocatable['memory'] / 1073741824.0 as memory_allocatable_gib,
-        {{ safe_cast("n.annotations['" ~ var('price_override_annotation') ~ "']", 'double') }} as price_override_usd_per_hour,
-        row_number() over (partition by h.cluster, h.hour, h.node order by n.node_uid nulls last) as row_in_hour
+        {{ safe_cast("n.annotations['" ~ var('price_override_annotation') ~ "']", 'double') }} as price_override_usd_per_hour
     from hourly as h
     inner join nodes as n
         on h.cluster = n.cluster and h.node = n.node and h.last_snapshot_ts = n.snapshot_ts
+),
+
+final as (
+    -- the first node UID if two share the name in one snapshot
+    select *, row_number() over (partition by cluster, hour, node order by node_uid nulls last) as row_in_hour
+    from attributes
 )
 
 select {{ final_columns | join(', ') }} from final where row_in_hour = 1
