@@ -1,6 +1,7 @@
 """The DuckDB settings a build's dbt invocations run with reach DuckDB itself (profiles.yml reads them
 from the environment transform.runner.dbt_environment gives dbt): the memory limit, and the block
-allocator memory, which a full build sets and an incremental one leaves at DuckDB's default."""
+allocator memory, which a full build sets and an incremental one leaves at DuckDB's default. Through the
+same dbt invocation, the key test macro (``unique_combination``) on rows with repeated keys."""
 
 from __future__ import annotations
 
