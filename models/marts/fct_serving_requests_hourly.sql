@@ -35,7 +35,9 @@ pods as (
     group by 1, 2, 3, 4
 ),
 
-final as (
+per_pod as (
+    -- one row per output group and pod, so that the pods are counted off these rows (a
+    -- count(distinct pod) over every series would be a second grouping of all of them)
     select
         c.hour,
         c.cluster,
@@ -47,14 +49,25 @@ final as (
         coalesce(p.tenant, 'unassigned') as tenant,
         p.tier,
         p.workload is not null as matched,
-        count(distinct c.pod) as pods,
+        c.pod,
         sum(c.requests) as requests,
         sum(c.prompt_tokens) as prompt_tokens,
-        sum(c.generation_tokens) as generation_tokens,
-        coalesce(sum(c.prompt_tokens), 0) + coalesce(sum(c.generation_tokens), 0) as tokens
+        sum(c.generation_tokens) as generation_tokens
     from counters as c
     left join pods as p
         on c.cluster = p.cluster and c.hour = p.hour and c.namespace = p.namespace and c.pod = p.pod
+    group by 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
+),
+
+final as (
+    select
+        hour, cluster, namespace, workload_kind, workload, model, team, tenant, tier, matched,
+        count(pod) as pods,
+        sum(requests) as requests,
+        sum(prompt_tokens) as prompt_tokens,
+        sum(generation_tokens) as generation_tokens,
+        coalesce(sum(prompt_tokens), 0) + coalesce(sum(generation_tokens), 0) as tokens
+    from per_pod
     group by 1, 2, 3, 4, 5, 6, 7, 8, 9, 10
 )
 
