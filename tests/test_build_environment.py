@@ -14,8 +14,8 @@ from gpufinops.settings import Settings
 from transform import runner
 
 
-def _duckdb_settings(settings: Settings, home: Path, *, full_refresh: bool) -> dict[str, str]:
-    """What DuckDB reports for the two settings inside a dbt invocation of a build of ``home``."""
+def _dbt_show(settings: Settings, home: Path, inline: str, *, full_refresh: bool) -> list[tuple]:
+    """The rows of ``dbt show --inline`` run the way a build of ``home`` runs dbt."""
     from dbt.cli.main import dbtRunner
 
     work = home / "dbt"
@@ -24,9 +24,15 @@ def _duckdb_settings(settings: Settings, home: Path, *, full_refresh: bool) -> d
     with runner._environment(env):
         res = dbtRunner().invoke([
             "show", *runner.dbt_common_args(work, runner.dbt_vars(settings)), "--quiet", "--output", "json",
-            "--inline", "select current_setting('block_allocator_memory') as b, current_setting('memory_limit') as m"])
+            "--limit", "-1", "--inline", inline])
     assert res.success, res.exception
-    b, m = res.result.results[0].agate_table.rows[0]
+    return [tuple(r) for r in res.result.results[0].agate_table.rows]
+
+
+def _duckdb_settings(settings: Settings, home: Path, *, full_refresh: bool) -> dict[str, str]:
+    """What DuckDB reports for the two settings inside a dbt invocation of a build of ``home``."""
+    [(b, m)] = _dbt_show(settings, home, "select current_setting('block_allocator_memory') as b, "
+                         "current_setting('memory_limit') as m", full_refresh=full_refresh)
     return {"block_allocator_memory": b, "memory_limit": m}
 
 
@@ -63,20 +69,9 @@ def test_the_environment_overrides_the_settings(settings: Settings, tmp_path: Pa
 def test_unique_combination_finds_every_repeated_key_and_only_those(settings: Settings, tmp_path: Path) -> None:
     """The generic test behind every model's key (macros/generic_tests.sql), run by dbt on DuckDB: it
     pre-groups by a hash of the key, and must still return exactly the repeated keys, nulls included."""
-    from dbt.cli.main import dbtRunner
-
-    work = tmp_path / "dbt"
-    work.mkdir(parents=True, exist_ok=True)
     rows = ("(1, 'a', 'x'), (1, 'a', 'x'), (1, 'a', 'y'), (2, null, 'x'), (2, null, 'x'), (2, null, 'x'),"
             " (3, 'b', null), (3, 'c', null), (null, null, null), (null, null, null)")
     model = f"(select * from (values {rows}) as t(k, s, v))"
-    env = runner.dbt_environment(settings, work, tmp_path / "probe.duckdb", full_refresh=True)
-    with runner._environment(env):
-        res = dbtRunner().invoke([
-            "show", *runner.dbt_common_args(work, runner.dbt_vars(settings)), "--quiet", "--output", "json",
-            "--limit", "-1", "--inline",
-            "select * from ({{ gpufinops.test_unique_combination(model=\"" + model + "\", columns=['k', 's']) }})"
-            " as failing order by k nulls last"])
-    assert res.success, res.exception
-    got = [tuple(r) for r in res.result.results[0].agate_table.rows]
+    got = _dbt_show(settings, tmp_path, "select * from ({{ gpufinops.test_unique_combination(model=\"" + model
+                    + "\", columns=['k', 's']) }}) as failing order by k nulls last", full_refresh=True)
     assert got == [(1, "a", 3), (2, None, 3), (None, None, 2)]
