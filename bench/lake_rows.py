@@ -14,7 +14,8 @@ from pathlib import Path
 import duckdb
 
 TABLES = ("k8s_pods", "k8s_nodes", "gpu_samples", "container_usage", "serving_requests",
-          "gpu_samples_hourly", "container_usage_hourly", "serving_requests_hourly", "k8s_pods_last")
+          "gpu_samples_hourly", "container_usage_hourly", "serving_requests_hourly", "k8s_pods_last",
+          "k8s_nodes_last")
 
 
 def lake_rows(lake: Path) -> dict[str, int]:

@@ -16,7 +16,9 @@ that table's rollups (and only those: a new rollup is back-filled without rewrit
 ``k8s_pods_last`` is not an aggregate: it keeps, per raw pod-snapshot file, the rows of each pod's
 last snapshot in that file, as they are (its SQL names the rows; they are taken from the batch, so
 the nested columns never pass through DuckDB), and the pod-spec model reads one row per pod and file
-instead of every snapshot's nested columns.
+instead of every snapshot's nested columns. ``k8s_nodes_last`` likewise keeps, per raw node-snapshot
+file, the rows of each node's last snapshot in each clock hour, which the node-hour model reads its
+attributes (the capacity, allocatable and annotation maps) off.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ ROLLUPS: dict[str, Rollup] = {
     "container_usage": Rollup("container_usage", "container_usage_hourly", "rollup_container_usage"),
     "serving_requests": Rollup("serving_requests", "serving_requests_hourly", "rollup_serving_requests"),
     "k8s_pods": Rollup("k8s_pods", "k8s_pods_last", "rollup_k8s_pods", selects_rows=True),
+    "k8s_nodes": Rollup("k8s_nodes", "k8s_nodes_last", "rollup_k8s_nodes", selects_rows=True),
 }
 # The rollups of a lake record with one digest over all of them (before per-table digests).
 _LEGACY = ("gpu_samples", "container_usage", "serving_requests")

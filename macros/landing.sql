@@ -79,6 +79,8 @@
   } -%}
   {#- the pod-snapshot rollup keeps each pod's last snapshot rows per file, as landed -#}
   {%- do tables.update({'k8s_pods_last': tables['k8s_pods']}) -%}
+  {#- the node-snapshot rollup keeps each node's last snapshot rows per hour and file, as landed -#}
+  {%- do tables.update({'k8s_nodes_last': tables['k8s_nodes']}) -%}
   {%- if table not in tables -%}
     {{ exceptions.raise_compiler_error("lake_scan: unknown landing table '" ~ table ~ "'") }}
   {%- endif -%}
@@ -448,6 +450,7 @@
   {%- set columns = {'k8s_pods': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
                      'k8s_pods_last': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
                      'k8s_nodes': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
+                     'k8s_nodes_last': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
                      'gpu_samples_hourly': ('hour', 'TIMESTAMP', 'timestamp'),
                      'container_usage_hourly': ('hour', 'TIMESTAMP', 'timestamp')} -%}
   {%- if since_ts is none or target.type != 'duckdb' or table not in columns -%}{{ return('') }}{%- endif -%}

@@ -8,8 +8,8 @@
     a memory peak's bucket is kept as the bucket of the file's peak, which merges by max because
     vpa_bucket is monotonic. The rollup SQL always runs on DuckDB, whatever the build engine.
     The models that read the rollups: int_gpu_usage_hourly, fct_gpu_device_evidence_hourly,
-    int_container_usage_hourly, fct_container_usage_hourly, and, of k8s_pods_last, int_pod_specs and
-    fct_pods_latest (models/README.md "Hourly rollups"). -#}
+    int_container_usage_hourly, fct_container_usage_hourly, of k8s_pods_last, int_pod_specs and
+    fct_pods_latest, and, of k8s_nodes_last, int_nodes_hourly (models/README.md "Hourly rollups"). -#}
 
 {% macro rollup_gpu_samples(relation) -%}
 with s as (
@@ -182,5 +182,24 @@ semi join (
     group by cluster, uid
 ) as l
     on b.cluster = l.cluster and b.uid = l.uid and b.snapshot_ts = l.last_ts
+order by b.__row
+{%- endmacro %}
+
+
+{% macro rollup_k8s_nodes(relation) -%}
+{#- Per node (cluster, node name) and clock hour of the file: every row of the node's last snapshot in
+    that hour. A selection that merges exactly: a node's last snapshot in an hour over any set of files
+    is the last of its files' last snapshots in that hour, and int_nodes_hourly reads a node-hour's
+    attributes off these rows instead of every snapshot's maps (a snapshot covering into the next hour
+    is the node's last in its own clock hour, so the hour it covers finds it here too). Positions
+    (`__row`), as rollup_k8s_pods. -#}
+select b.__row
+from {{ relation }} as b
+semi join (
+    select cluster, node, date_trunc('hour', snapshot_ts) as snapshot_hour, max(snapshot_ts) as last_ts
+    from {{ relation }}
+    group by cluster, node, date_trunc('hour', snapshot_ts)
+) as l
+    on b.cluster = l.cluster and b.node = l.node and b.snapshot_ts = l.last_ts
 order by b.__row
 {%- endmacro %}

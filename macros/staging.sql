@@ -23,7 +23,7 @@
 
 
 {% macro staging_select(table, relation) -%}
-  {%- if table == 'k8s_nodes' -%}
+  {%- if table in ('k8s_nodes', 'k8s_nodes_last') -%}
     select cluster, {{ utc('snapshot_ts') }} as snapshot_ts, node, uid as node_uid, coalesce(provider, 'unknown') as provider,
            provider_id, instance_type, region, zone, coalesce(capacity_type, 'on_demand') as capacity_type,
            node_pool, labels, annotations, taints, coalesce(unschedulable, false) as unschedulable, capacity, allocatable,

@@ -181,6 +181,41 @@ def test_the_pod_rollup_keeps_each_pods_last_snapshot_rows_per_file(tmp_path):
     ]
 
 
+def node_snapshots(rows: list[tuple[datetime, str, str, str]]) -> pa.Table:
+    """(snapshot time, node name, node uid, a label value) -> k8s_nodes rows."""
+    schema = pa.schema([("snapshot_ts", pa.timestamp("us", tz="UTC")), ("node", pa.string()), ("uid", pa.string()),
+                        ("labels", pa.map_(pa.string(), pa.string()))])
+    return pa.Table.from_pylist([{"snapshot_ts": ts, "node": node, "uid": uid, "labels": [("pool", pool)]}
+                                 for ts, node, uid, pool in rows], schema=schema)
+
+
+def _nodes_last(root: Path) -> list[tuple]:
+    files = [str(p) for p in partition_files(root, "k8s_nodes_last")]
+    return duckdb.sql(f"select regexp_extract(filename, 'day=([0-9-]+)', 1), node, uid, snapshot_ts at time zone 'UTC', "
+                      f"labels['pool'] from read_parquet({files!r}, filename = true) order by all").fetchall()
+
+
+def test_the_node_rollup_keeps_each_nodes_last_snapshot_rows_per_hour_and_file(tmp_path):
+    w = LakeWriter(tmp_path)
+    t = T0 + timedelta(hours=22)
+    m = timedelta(minutes=1)
+    w.write("k8s_nodes", node_snapshots([
+        (t, "n1", "u1", "x"), (t + 5 * m, "n1", "u1", "y"),  # hour 22: the 22:05 row
+        (t + 55 * m, "n2", "u2", "x"),  # n2's only snapshot of hour 22
+        (t + 60 * m, "n1", "u1", "z"),  # hour 23
+        (t + 62 * m, "n2", "u2", "x"), (t + 65 * m, "n2", "u3", "w"),  # n2 replaced (a new UID): the last
+        (t + 125 * m, "n1", "u1", "v"),  # the next day's file
+    ]), source="k8s", cluster="c1", window_start=T0, window_end=T0 + 2 * DAY)
+    naive = t.replace(tzinfo=None)
+    assert _nodes_last(tmp_path) == [
+        ("2026-01-01", "n1", "u1", naive + 5 * m, "y"),
+        ("2026-01-01", "n1", "u1", naive + 60 * m, "z"),
+        ("2026-01-01", "n2", "u2", naive + 55 * m, "x"),
+        ("2026-01-01", "n2", "u3", naive + 65 * m, "w"),
+        ("2026-01-02", "n1", "u1", naive + 125 * m, "v"),
+    ]
+
+
 def test_a_new_rollup_is_back_filled_without_rewriting_the_others(tmp_path):
     w = LakeWriter(tmp_path)
     w.write("gpu_samples", samples(T0, 90), source="dcgm", cluster="c1", window_start=T0, window_end=T0 + DAY)

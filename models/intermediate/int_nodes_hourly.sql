@@ -1,14 +1,25 @@
 {{ incremental_by(['cluster', 'hour']) }}
 -- depends_on: {{ ref('stg_k8s__nodes') }}
+-- depends_on: {{ ref('stg_k8s__nodes_last') }}
 -- One row per node per hour it was seen: covered hours w (exact, from the snapshot timeline) and
--- the node's attributes as of its last snapshot in the hour.
+-- the node's attributes as of its last snapshot in the hour. The covered hours read the snapshots'
+-- lean columns; the attributes are read off the lake's k8s_nodes_last rollup (each node's last
+-- snapshot rows per clock hour and file: the last snapshot covering an hour is the node's last in its
+-- own clock hour, since a later one in that clock hour ends its coverage), not every snapshot's maps.
 {%- set final_columns = ['cluster', 'hour', 'node', 'covered_hours', 'in_first_snapshot', 'last_snapshot_ts', 'node_uid', 'provider', 'provider_id', 'instance_type', 'region', 'zone', 'capacity_type', 'node_pool', 'unschedulable', 'gpu_product', 'gpu_memory_mib', 'gpu_replicas', 'mig_config', 'mig_strategy', 'gpu_capacity', 'cpu_capacity', 'memory_capacity_gib', 'cpu_allocatable', 'memory_allocatable_gib', 'price_override_usd_per_hour'] %}
 {%- set cap_h = var('snapshot_interval_s') * var('coverage_cap_factor') / 3600 %}
 
-with nodes as {{ not_materialized() }} (
-    select * from {{ landing_input('stg_k8s__nodes', 'k8s_nodes') }} as src
+with nodes as (
+    select src.cluster, src.node, src.snapshot_ts from {{ landing_input('stg_k8s__nodes', 'k8s_nodes') }} as src
     {%- if is_incremental() %}
     -- a snapshot up to one cap before the first rebuilt hour can still cover into it
+    where {{ incremental_since('src.snapshot_ts', 'hour', minus_hours=cap_h) }}
+    {%- endif %}
+),
+
+last_rows as (
+    select * from {{ landing_input('stg_k8s__nodes_last', 'k8s_nodes_last') }} as src
+    {%- if is_incremental() %}
     where {{ incremental_since('src.snapshot_ts', 'hour', minus_hours=cap_h) }}
     {%- endif %}
 ),
@@ -84,7 +95,7 @@ attributes as (
         n.allocatable['memory'] / 1073741824.0 as memory_allocatable_gib,
         {{ safe_cast("n.annotations['" ~ var('price_override_annotation') ~ "']", 'double') }} as price_override_usd_per_hour
     from hourly as h
-    inner join nodes as n
+    inner join last_rows as n
         on h.cluster = n.cluster and h.node = n.node and h.last_snapshot_ts = n.snapshot_ts
 ),
 
