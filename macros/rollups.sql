@@ -198,7 +198,7 @@ from {{ relation }} as b
 semi join (
     select cluster, node, date_trunc('hour', snapshot_ts) as snapshot_hour, max(snapshot_ts) as last_ts
     from {{ relation }}
-    group by cluster, node, date_trunc('hour', snapshot_ts)
+    group by cluster, node, snapshot_hour
 ) as l
     on b.cluster = l.cluster and b.node = l.node and b.snapshot_ts = l.last_ts
 order by b.__row

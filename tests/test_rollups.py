@@ -160,10 +160,15 @@ def pod_snapshots(rows: list[tuple[datetime, str, str]]) -> pa.Table:
          "labels": [("team", team)]} for ts, uid, team in rows], schema=schema)
 
 
+def _selected_rows(root: Path, table: str, columns: str) -> list[tuple]:
+    """A row-selecting rollup's rows: (day= of its file, *columns), sorted."""
+    files = [str(p) for p in partition_files(root, table)]
+    return duckdb.sql(f"select regexp_extract(filename, 'day=([0-9-]+)', 1), {columns} "
+                      f"from read_parquet({files!r}, filename = true) order by all").fetchall()
+
+
 def _pods_last(root: Path) -> list[tuple]:
-    files = [str(p) for p in partition_files(root, "k8s_pods_last")]
-    return duckdb.sql(f"select regexp_extract(filename, 'day=([0-9-]+)', 1), uid, snapshot_ts at time zone 'UTC', "
-                      f"labels['team'] from read_parquet({files!r}, filename = true) order by all").fetchall()
+    return _selected_rows(root, "k8s_pods_last", "uid, snapshot_ts at time zone 'UTC', labels['team']")
 
 
 def test_the_pod_rollup_keeps_each_pods_last_snapshot_rows_per_file(tmp_path):
@@ -190,9 +195,7 @@ def node_snapshots(rows: list[tuple[datetime, str, str, str]]) -> pa.Table:
 
 
 def _nodes_last(root: Path) -> list[tuple]:
-    files = [str(p) for p in partition_files(root, "k8s_nodes_last")]
-    return duckdb.sql(f"select regexp_extract(filename, 'day=([0-9-]+)', 1), node, uid, snapshot_ts at time zone 'UTC', "
-                      f"labels['pool'] from read_parquet({files!r}, filename = true) order by all").fetchall()
+    return _selected_rows(root, "k8s_nodes_last", "node, uid, snapshot_ts at time zone 'UTC', labels['pool']")
 
 
 def test_the_node_rollup_keeps_each_nodes_last_snapshot_rows_per_hour_and_file(tmp_path):
