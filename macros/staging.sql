@@ -49,6 +49,7 @@
   {%- elif table in ('gpu_samples_hourly', 'container_usage_hourly', 'serving_requests_hourly') -%}
     {#- the rollups are staged already (macros/rollups.sql); only the run columns are left out -#}
     select {% for name, typ in landing_columns(table) if name not in ('ingest_run_id', 'ingested_at') %}{{ name }}{{ ", " if not loop.last }}{% endfor %}
+           {%- if table in rollup_file_tables() %}, source_file{% endif %}
     from {{ relation }}
   {%- elif table == 'serving_requests' -%}
     select cluster, {{ utc('ts') }} as ts, namespace, pod, model, requests_total, prompt_tokens_total,

@@ -1,17 +1,33 @@
 {{ incremental_by(['cluster', 'hour']) }}
 -- depends_on: {{ ref('stg_usage__container_hourly') }}
 -- CPU cores and working-set GiB per pod per hour: each container's hourly mean (merged from the
--- lake's hourly rollups: sums over counts), summed over the pod's containers.
+-- lake's hourly rollups: sums over counts; only the hours several files hold are merged, macro
+-- multi_file_hours), summed over the pod's containers.
 
 with parts as (
-    select *
+    select cluster, hour, namespace, pod, container, cpu_sum, cpu_samples, memory_sum, memory_samples, source_file
     from {{ landing_input('stg_usage__container_hourly', 'container_usage_hourly') }} as src
     {%- if is_incremental() %}
     where {{ incremental_since('src.hour') }}
     {%- endif %}
 ),
 
+multi_file as {{ multi_file_hours('parts') }},
+
 per_container as (
+    -- an hour one file holds has each container once: its row as it is
+    select
+        cluster,
+        hour,
+        namespace,
+        pod,
+        container,
+        cpu_sum / nullif(cpu_samples, 0) as cpu_cores,
+        memory_sum / nullif(memory_samples, 0) as memory_working_set_bytes
+    from parts as p
+    anti join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
+    union all
+    -- an hour several files hold: each container's rows summed over the files
     select
         cluster,
         hour,
@@ -20,7 +36,7 @@ per_container as (
         container,
         sum(cpu_sum) / nullif(sum(cpu_samples), 0) as cpu_cores,
         sum(memory_sum) / nullif(sum(memory_samples), 0) as memory_working_set_bytes
-    from parts
+    from (select * from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour) as x
     group by cluster, hour, namespace, pod, container
 ),
 

@@ -3,17 +3,22 @@
 -- depends_on: {{ ref('stg_dcgm__gpu_hourly') }}
 -- DCGM usage per (cluster, hostname, device or MIG instance, namespace, pod, hour), merged from the
 -- lake's hourly rollups (macros/rollups.sql: one row per raw file and key), so no build re-reads
--- the per-minute samples. Samples of idle devices (no pod labels) are kept with a null pod.
+-- the per-minute samples. Samples of idle devices (no pod labels) are kept with a null pod. Only the
+-- hours that several files hold are merged (macro multi_file_hours); the rest pass through.
 
 with parts as (
-    select *
+    select cluster, hour, hostname, device_id, mig_instance, mig_profile, is_mig, namespace, pod,
+           util_sum, samples, first_ts, last_ts, source_file
     from {{ landing_input('stg_dcgm__gpu_hourly', 'gpu_samples_hourly') }} as src
     {%- if is_incremental() %}
     where {{ incremental_since('src.hour') }}
     {%- endif %}
 ),
 
-final as (
+multi_file as {{ multi_file_hours('parts') }},
+
+merged as (
+    -- the hours more than one file holds: a key's rows summed over its files
     select
         cluster,
         hour,
@@ -24,14 +29,44 @@ final as (
         bool_or(is_mig) as is_mig,
         namespace,
         pod,
-        sum(util_sum) / nullif(sum(samples), 0) as utilization,
-        cast(sum(samples) as bigint) as samples,
-        -- when in the hour this pod's series on this device ran: pods that hand a GPU over
-        -- within an hour did not share it (int_pod_utilization_hourly weighs by overlap)
+        sum(util_sum) as util_sum,
+        sum(samples) as samples,
         min(first_ts) as first_ts,
         max(last_ts) as last_ts
-    from parts
+    from (select * from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour) as x
     group by cluster, hour, hostname, device_id, mig_instance, namespace, pod
+),
+
+keys as (
+    -- every other hour's rows are its keys, once each (a rollup file holds a key once)
+    select cluster, hour, hostname, device_id, mig_instance, mig_profile, is_mig, namespace, pod,
+           util_sum, samples, first_ts, last_ts
+    from parts as p
+    anti join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
+    union all
+    select cluster, hour, hostname, device_id, mig_instance, mig_profile, is_mig, namespace, pod,
+           util_sum, samples, first_ts, last_ts
+    from merged
+),
+
+final as (
+    select
+        cluster,
+        hour,
+        hostname,
+        device_id,
+        mig_instance,
+        mig_profile,
+        is_mig,
+        namespace,
+        pod,
+        util_sum / nullif(samples, 0) as utilization,
+        cast(samples as bigint) as samples,
+        -- when in the hour this pod's series on this device ran: pods that hand a GPU over
+        -- within an hour did not share it (int_pod_utilization_hourly weighs by overlap)
+        first_ts,
+        last_ts
+    from keys
 )
 
 select * from final
