@@ -14,8 +14,21 @@ with parts as (
 
 multi_file as {{ multi_file_hours('parts') }},
 
-per_container as (
+sums as (
     -- an hour one file holds has each container once: its row as it is
+    select cluster, hour, namespace, pod, container, cpu_sum, cpu_samples, memory_sum, memory_samples
+    from parts as p
+    anti join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
+    union all
+    -- an hour several files hold: each container's sums and counts added over the files
+    select cluster, hour, namespace, pod, container,
+           sum(cpu_sum) as cpu_sum, sum(cpu_samples) as cpu_samples,
+           sum(memory_sum) as memory_sum, sum(memory_samples) as memory_samples
+    from (select * from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour) as x
+    group by cluster, hour, namespace, pod, container
+),
+
+per_container as (
     select
         cluster,
         hour,
@@ -24,20 +37,7 @@ per_container as (
         container,
         cpu_sum / nullif(cpu_samples, 0) as cpu_cores,
         memory_sum / nullif(memory_samples, 0) as memory_working_set_bytes
-    from parts as p
-    anti join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
-    union all
-    -- an hour several files hold: each container's rows summed over the files
-    select
-        cluster,
-        hour,
-        namespace,
-        pod,
-        container,
-        sum(cpu_sum) / nullif(sum(cpu_samples), 0) as cpu_cores,
-        sum(memory_sum) / nullif(sum(memory_samples), 0) as memory_working_set_bytes
-    from (select * from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour) as x
-    group by cluster, hour, namespace, pod, container
+    from sums
 ),
 
 final as (
