@@ -7,13 +7,12 @@
 -- (used + free), and histograms of utilisation and framebuffer used (lists of (bucket b, count n),
 -- macros util_bucket / fb_bucket) that merge exactly over any window: the recommender's window
 -- p50 / p95 are read off the merged counts (macro hist_quantiles), never percentiles of percentiles.
--- Merged from the lake's hourly rollups (macros/rollups.sql: one row per raw file and key): a key
--- in one file keeps that file's row and lists as they are (found by a hash of the key, without
--- carrying the lists through a GROUP BY: the full build's largest cost at 1,000 nodes); a key in
--- several (two runs within an hour) sums per bucket.
+-- Merged from the lake's hourly rollups (macros/rollups.sql: one row per raw file and key): in an
+-- hour that one file holds, each key's row and lists are kept as they are (no GROUP BY carrying the
+-- lists: the full build's largest cost at 1,000 nodes); in an hour several files hold (two runs
+-- within the hour), a key's rows sum per bucket (macro multi_file_hours).
 
 {%- set key = ['cluster', 'hour', 'hostname', 'device_id', 'mig_instance', 'namespace', 'pod'] %}
-{%- set src_key = [] %}{% for k in key %}{% do src_key.append('src.' ~ k) %}{% endfor %}
 
 with workloads as (
     -- samples carry the pod's name: its workload (a reused name: the newest UID's)
@@ -25,9 +24,9 @@ with workloads as (
 parts as {{ not_materialized() }} (
     -- each rollup row with its workload, joined here on the lean rows rather than after the merge
     -- (there the 3.8 M device-hours with their lists became the join's build side at 1,000 nodes).
-    -- Not materialised: the key count below reads only the key columns; the rows with their lists
-    -- are read once more by `single` (alone, 11.5 -> 6.7 s and a 5.7 -> 1.3 GB peak)
-    select src.*, {{ key_hash(src_key) }} as key_hash,
+    -- Not materialised: the file-hour list below reads only (cluster, hour, file); the rows with
+    -- their lists are read once more by `single` (alone, 11.5 -> 6.7 s and a 5.7 -> 1.3 GB peak)
+    select src.*,
            coalesce(w.workload, src.pod) as workload
     from {{ landing_input('stg_dcgm__gpu_hourly', 'gpu_samples_hourly') }} as src
     left join workloads as w
@@ -38,19 +37,16 @@ parts as {{ not_materialized() }} (
     {%- endif %}
 ),
 
-key_parts as (
-    -- rows per hash of the key: a lean GROUP BY on one integer. A hash held by one row is a key held
-    -- by one file, whose row is the device-hour as it is; a hash held by more (a key in several files,
-    -- or keys whose hashes collide) goes through the exact merge by the key itself below.
-    select key_hash, count(*) as n from parts group by key_hash
-),
+multi_file as {{ multi_file_hours('parts') }},
 
 single as (
-    select p.* from parts as p inner join key_parts as k on p.key_hash = k.key_hash where k.n = 1
+    -- an hour one raw file holds: each key's row is the device-hour as it is
+    select p.* from parts as p anti join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
 ),
 
 split as (
-    select p.* from parts as p inner join key_parts as k on p.key_hash = k.key_hash where k.n > 1
+    -- an hour several files hold (two runs within the hour): merged by the key below
+    select p.* from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
 ),
 
 util_merged as {{ hist_list(hist_bucket_sums('split', key, 'util_hist'), key) }},
