@@ -17,36 +17,19 @@ with parts as (
 
 multi_file as {{ multi_file_hours('parts') }},
 
-merged as (
-    -- the hours more than one file holds: a key's rows summed over its files
-    select
-        cluster,
-        hour,
-        hostname,
-        device_id,
-        mig_instance,
-        max(mig_profile) as mig_profile,
-        bool_or(is_mig) as is_mig,
-        namespace,
-        pod,
-        sum(util_sum) as util_sum,
-        sum(samples) as samples,
-        min(first_ts) as first_ts,
-        max(last_ts) as last_ts
-    from (select * from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour) as x
-    group by cluster, hour, hostname, device_id, mig_instance, namespace, pod
-),
-
 keys as (
-    -- every other hour's rows are its keys, once each (a rollup file holds a key once)
+    -- an hour one file holds has each key once (a rollup file holds a key once): its row as it is
     select cluster, hour, hostname, device_id, mig_instance, mig_profile, is_mig, namespace, pod,
            util_sum, samples, first_ts, last_ts
     from parts as p
     anti join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
     union all
-    select cluster, hour, hostname, device_id, mig_instance, mig_profile, is_mig, namespace, pod,
-           util_sum, samples, first_ts, last_ts
-    from merged
+    -- an hour several files hold: a key's rows summed over its files
+    select cluster, hour, hostname, device_id, mig_instance, max(mig_profile) as mig_profile,
+           bool_or(is_mig) as is_mig, namespace, pod, sum(util_sum) as util_sum, sum(samples) as samples,
+           min(first_ts) as first_ts, max(last_ts) as last_ts
+    from (select * from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour) as x
+    group by cluster, hour, hostname, device_id, mig_instance, namespace, pod
 ),
 
 final as (
