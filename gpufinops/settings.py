@@ -133,7 +133,8 @@ class Settings(BaseSettings):
     # memory limit it took the 1,000-node month's full build from ~104 to ~96 s (the kernel's share of
     # the CPU from ~32 to ~20 s) at a 6.8 GB peak (docs/bench.md). The hour keeps DuckDB's default (0):
     # at 2GB its hours were no faster and the worker's peak ~0.2 GB higher.
-    # GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY, when set, overrides both.
+    # GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY, when set, overrides both. Both settings reach DuckDB
+    # through transform/duckdb_settings.py when dbt opens the warehouse, not through the profile.
     build_block_allocator_memory: str = "6GB"
     hourly_block_allocator_memory: str = "0B"
     # dbt threads of a full DuckDB build (each query still runs on all of DuckDB's threads).

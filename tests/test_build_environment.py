@@ -22,9 +22,12 @@ def _dbt_show(settings: Settings, home: Path, inline: str, *, full_refresh: bool
     work.mkdir(parents=True, exist_ok=True)
     env = runner.dbt_environment(settings, work, home / "probe.duckdb", full_refresh=full_refresh)
     with runner._environment(env):
-        res = dbtRunner().invoke([
-            "show", *runner.dbt_common_args(work, runner.dbt_vars(settings)), "--quiet", "--output", "json",
-            "--limit", "-1", "--inline", inline])
+        try:
+            res = dbtRunner().invoke([
+                "show", *runner.dbt_common_args(work, runner.dbt_vars(settings)), "--quiet", "--output", "json",
+                "--limit", "-1", "--inline", inline])
+        finally:
+            runner._release_duckdb()  # as a build does after each dbt invocation
     assert res.success, res.exception
     return [tuple(r) for r in res.result.results[0].agate_table.rows]
 
@@ -75,3 +78,31 @@ def test_unique_combination_finds_every_repeated_key_and_only_those(settings: Se
     got = _dbt_show(settings, tmp_path, "select * from ({{ gpufinops.test_unique_combination(model=\"" + model
                     + "\", columns=['k', 's']) }}) as failing order by k nulls last", full_refresh=True)
     assert got == [(1, "a", 3), (2, None, 3), (None, None, 2)]
+
+
+def _parsed_profile_hash(settings: Settings, home: Path, *, full_refresh: bool) -> str:
+    """The profile hash dbt saves with its parse of the project for a build of ``home``: a parse whose
+    hash differs from the saved one is a full parse again."""
+    from dbt.cli.main import dbtRunner
+
+    work = home / "dbt"
+    work.mkdir(parents=True, exist_ok=True)
+    env = runner.dbt_environment(settings, work, home / "probe.duckdb", full_refresh=full_refresh)
+    with runner._environment(env):
+        try:
+            res = dbtRunner().invoke(["parse", *runner.dbt_common_args(work, runner.dbt_vars(settings)), "--quiet",
+                                      "--no-write-json"])
+        finally:
+            runner._release_duckdb()
+    assert res.success, res.exception
+    return res.result.state_check.profile_hash.checksum
+
+
+def test_a_full_build_and_an_hour_share_the_parse(settings: Settings, tmp_path: Path) -> None:
+    """The two kinds of build set different DuckDB settings (above) through the same profile, so that
+    switching from one to the other in a fresh process reuses dbt's saved parse."""
+    full = _parsed_profile_hash(settings, tmp_path, full_refresh=True)
+    hourly = _parsed_profile_hash(settings, tmp_path, full_refresh=False)
+    assert full == hourly
+    log = (tmp_path / "dbt" / "logs" / "dbt.log").read_text()
+    assert "profile has changed" not in log

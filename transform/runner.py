@@ -494,9 +494,10 @@ def dbt_common_args(work: Path, variables: dict[str, Any], dbt_target: str | Non
 
 def dbt_environment(settings: Settings, work: Path, warehouse: Path, *, full_refresh: bool,
                     select: Sequence[str] | None = None) -> dict[str, str]:
-    """The environment of a build's dbt invocations (profiles.yml reads the warehouse path, the
-    DuckDB memory limit and block allocator memory from it; dbt re-parses the project when the
-    profile changes)."""
+    """The environment of a build's dbt invocations: profiles.yml reads the warehouse path from it,
+    and the dbt-duckdb plugin transform/duckdb_settings.py the DuckDB memory limit and block allocator
+    memory when dbt opens the warehouse (outside the rendered profile, which dbt hashes into its saved
+    parse: the two kinds of build share one parse)."""
     whole = bool(full_refresh or select)
     return {"GPUFINOPS_WAREHOUSE": str(warehouse), "DBT_LOG_PATH": str(work / "logs"),
             "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
