@@ -198,6 +198,14 @@
    having count(*) > 1)
 {%- endmacro %}
 
+{% macro file_hour_rows(relation, multi_file, several) -%}
+  {#- The rows of `relation` in the hours that several files hold (several=true: their keys to merge),
+      or in the hours one file holds (several=false: each key once, as it is); `multi_file` names the
+      list of macro multi_file_hours. -#}
+  (select p.* from {{ relation }} as p {{ 'semi' if several else 'anti' }} join {{ multi_file }} as m
+   on p.cluster = m.cluster and p.hour = m.hour)
+{%- endmacro %}
+
 
 {% macro incremental_cutoff_sql(time_column='hour', cluster='src.cluster') -%}
   {#- The first hour an incremental run rebuilds for the row's cluster, as SQL over `this`: that

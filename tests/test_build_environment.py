@@ -14,8 +14,8 @@ from gpufinops.settings import Settings
 from transform import runner
 
 
-def _dbt_show(settings: Settings, home: Path, inline: str, *, full_refresh: bool) -> list[tuple]:
-    """The rows of ``dbt show --inline`` run the way a build of ``home`` runs dbt."""
+def _invoke(settings: Settings, home: Path, args: list[str], *, full_refresh: bool):  # noqa: ANN202 (dbtRunnerResult)
+    """dbt ``args`` (a command and its options) run the way a build of ``home`` runs dbt."""
     from dbt.cli.main import dbtRunner
 
     work = home / "dbt"
@@ -23,12 +23,17 @@ def _dbt_show(settings: Settings, home: Path, inline: str, *, full_refresh: bool
     env = runner.dbt_environment(settings, work, home / "probe.duckdb", full_refresh=full_refresh)
     with runner._environment(env):
         try:
-            res = dbtRunner().invoke([
-                "show", *runner.dbt_common_args(work, runner.dbt_vars(settings)), "--quiet", "--output", "json",
-                "--limit", "-1", "--inline", inline])
+            res = dbtRunner().invoke([args[0], *runner.dbt_common_args(work, runner.dbt_vars(settings)), *args[1:]])
         finally:
             runner._release_duckdb()  # as a build does after each dbt invocation
     assert res.success, res.exception
+    return res
+
+
+def _dbt_show(settings: Settings, home: Path, inline: str, *, full_refresh: bool) -> list[tuple]:
+    """The rows of ``dbt show --inline`` run the way a build of ``home`` runs dbt."""
+    res = _invoke(settings, home, ["show", "--quiet", "--output", "json", "--limit", "-1", "--inline", inline],
+                  full_refresh=full_refresh)
     return [tuple(r) for r in res.result.results[0].agate_table.rows]
 
 
@@ -83,18 +88,7 @@ def test_unique_combination_finds_every_repeated_key_and_only_those(settings: Se
 def _parsed_profile_hash(settings: Settings, home: Path, *, full_refresh: bool) -> str:
     """The profile hash dbt saves with its parse of the project for a build of ``home``: a parse whose
     hash differs from the saved one is a full parse again."""
-    from dbt.cli.main import dbtRunner
-
-    work = home / "dbt"
-    work.mkdir(parents=True, exist_ok=True)
-    env = runner.dbt_environment(settings, work, home / "probe.duckdb", full_refresh=full_refresh)
-    with runner._environment(env):
-        try:
-            res = dbtRunner().invoke(["parse", *runner.dbt_common_args(work, runner.dbt_vars(settings)), "--quiet",
-                                      "--no-write-json"])
-        finally:
-            runner._release_duckdb()
-    assert res.success, res.exception
+    res = _invoke(settings, home, ["parse", "--quiet", "--no-write-json"], full_refresh=full_refresh)
     return res.result.state_check.profile_hash.checksum
 
 

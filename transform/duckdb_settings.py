@@ -22,10 +22,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_settings(environ: dict[str, str] | None = None) -> dict[str, str]:
+def build_settings() -> dict[str, str]:
     """The settings a dbt connection opened now gets."""
-    env = os.environ if environ is None else environ
-    return {name: env.get(var) or default for name, (var, default) in SETTINGS.items()}
+    return {name: os.environ.get(var) or default for name, (var, default) in SETTINGS.items()}
 
 
 # settings DuckDB lets a connection change at any time; block_allocator_memory can only grow, so it is

@@ -17,14 +17,13 @@ multi_file as {{ multi_file_hours('parts') }},
 sums as (
     -- an hour one file holds has each container once: its row as it is
     select cluster, hour, namespace, pod, container, cpu_sum, cpu_samples, memory_sum, memory_samples
-    from parts as p
-    anti join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
+    from {{ file_hour_rows('parts', 'multi_file', several=false) }} as p
     union all
     -- an hour several files hold: each container's sums and counts added over the files
     select cluster, hour, namespace, pod, container,
            sum(cpu_sum) as cpu_sum, sum(cpu_samples) as cpu_samples,
            sum(memory_sum) as memory_sum, sum(memory_samples) as memory_samples
-    from (select * from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour) as x
+    from {{ file_hour_rows('parts', 'multi_file', several=true) }} as x
     group by cluster, hour, namespace, pod, container
 ),
 

@@ -21,14 +21,13 @@ keys as (
     -- an hour one file holds has each key once (a rollup file holds a key once): its row as it is
     select cluster, hour, hostname, device_id, mig_instance, mig_profile, is_mig, namespace, pod,
            util_sum, samples, first_ts, last_ts
-    from parts as p
-    anti join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
+    from {{ file_hour_rows('parts', 'multi_file', several=false) }} as p
     union all
     -- an hour several files hold: a key's rows summed over its files
     select cluster, hour, hostname, device_id, mig_instance, max(mig_profile) as mig_profile,
            bool_or(is_mig) as is_mig, namespace, pod, sum(util_sum) as util_sum, sum(samples) as samples,
            min(first_ts) as first_ts, max(last_ts) as last_ts
-    from (select * from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour) as x
+    from {{ file_hour_rows('parts', 'multi_file', several=true) }} as x
     group by cluster, hour, hostname, device_id, mig_instance, namespace, pod
 ),
 

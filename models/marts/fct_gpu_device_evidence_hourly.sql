@@ -39,15 +39,11 @@ parts as {{ not_materialized() }} (
 
 multi_file as {{ multi_file_hours('parts') }},
 
-single as (
-    -- an hour one raw file holds: each key's row is the device-hour as it is
-    select p.* from parts as p anti join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
-),
+-- an hour one raw file holds: each key's row is the device-hour as it is
+single as {{ file_hour_rows('parts', 'multi_file', several=false) }},
 
-split as (
-    -- an hour several files hold (two runs within the hour): merged by the key below
-    select p.* from parts as p semi join multi_file as m on p.cluster = m.cluster and p.hour = m.hour
-),
+-- an hour several files hold (two runs within the hour): merged by the key below
+split as {{ file_hour_rows('parts', 'multi_file', several=true) }},
 
 util_merged as {{ hist_list(hist_bucket_sums('split', key, 'util_hist'), key) }},
 
