@@ -20,6 +20,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
     # buffers the block allocator keeps once touched (Settings.build_block_allocator_memory)
     "block_allocator_memory": ("GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY", "0B"),
 }
+# settings DuckDB lets a connection change at any time; block_allocator_memory can only grow, so it is
+# set once, when dbt opens the warehouse (transform.runner closes it after every dbt invocation)
+PER_CURSOR = ("threads", "memory_limit")
 
 
 def build_settings() -> dict[str, str]:
@@ -27,15 +30,11 @@ def build_settings() -> dict[str, str]:
     return {name: os.environ.get(var) or default for name, (var, default) in SETTINGS.items()}
 
 
-# settings DuckDB lets a connection change at any time; block_allocator_memory can only grow, so it is
-# set once, when dbt opens the warehouse (transform.runner closes it after every dbt invocation)
-PER_CURSOR = ("threads", "memory_limit")
-
-
 def _set(conn, names) -> None:  # noqa: ANN001 (a duckdb connection or cursor)
     values = build_settings()
     for name in names:
-        conn.execute(f"SET {name} = '{values[name].replace(chr(39), chr(39) * 2)}'")
+        quoted = values[name].replace("'", "''")
+        conn.execute(f"SET {name} = '{quoted}'")
 
 
 class Plugin(BasePlugin):
