@@ -15,7 +15,7 @@ import duckdb
 
 TABLES = ("k8s_pods", "k8s_nodes", "gpu_samples", "container_usage", "serving_requests",
           "gpu_samples_hourly", "container_usage_hourly", "serving_requests_hourly", "k8s_pods_last",
-          "k8s_nodes_last")
+          "k8s_nodes_last", "k8s_pod_runs", "k8s_pod_snapshots", "k8s_node_snapshots")
 
 
 def lake_rows(lake: Path) -> dict[str, int]:

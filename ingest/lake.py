@@ -444,9 +444,9 @@ class LakeRun:
         out = self.stage / "new" / rel / f"{self._key}__part{n:05d}.parquet"
         out.parent.mkdir(parents=True, exist_ok=True)
         pq.write_table(part, out, compression="zstd", row_group_size=_ROW_GROUP)
-        twin = rollups.mirror(str(out.relative_to(self.stage / "new")))
-        if twin is not None and table.name in self._rollups_on:
-            rollups.write(table.name, part, self.stage / "new" / twin)
+        if table.name in self._rollups_on:
+            for rollup, twin in rollups.mirror(str(out.relative_to(self.stage / "new"))):
+                rollups.write(rollup, part, self.stage / "new" / twin)
 
     def commit(self) -> RunRecord:
         writer = self.writer
@@ -504,7 +504,8 @@ class LakeRun:
         have = rollups.lake_digests(root) or {}
         still = self._current_rollups(have)
         for t in self._rollups_on - still:
-            shutil.rmtree(self.stage / "new" / rollups.ROLLUPS[t].table, ignore_errors=True)
+            for r in rollups.ROLLUPS[t]:
+                shutil.rmtree(self.stage / "new" / r.table, ignore_errors=True)
         self._rollups_on &= still
         adopted = {t: self._rollup_digests[t] for t in self._rollups_on if have.get(t) != self._rollup_digests[t]}
         if adopted:
@@ -551,9 +552,8 @@ class LakeRun:
                     if o_end <= self.start or self.end <= o_start:
                         continue
                     rel = str(old.relative_to(root))
-                    twin = rollups.mirror(rel)
-                    if twin is not None:
-                        deletes.append(twin)  # replaced below when the trimmed file keeps rows
+                    twins = rollups.mirror(rel)
+                    deletes.extend(twin for _, twin in twins)  # replaced below when the trimmed file keeps rows
                     if (o_start, o_end) == (self.start, self.end):
                         deletes.append(rel)
                         continue
@@ -569,9 +569,10 @@ class LakeRun:
                         trimmed.parent.mkdir(parents=True, exist_ok=True)
                         pq.write_table(kept, trimmed, compression="zstd", row_group_size=_ROW_GROUP)
                         moves.append([str(trimmed.relative_to(root)), rel])
-                        if twin is not None and table_name in self._rollups_on:
-                            rollups.write(table_name, kept, self.stage / "trim" / twin)
-                            moves.append([str((self.stage / "trim" / twin).relative_to(root)), twin])
+                        if table_name in self._rollups_on:
+                            for rollup, twin in twins:
+                                rollups.write(rollup, kept, self.stage / "trim" / twin)
+                                moves.append([str((self.stage / "trim" / twin).relative_to(root)), twin])
         targets = {dst for _, dst in moves}
         deletes = [d for d in deletes if d not in targets]
         return {"deletes": deletes, "moves": moves}

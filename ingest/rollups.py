@@ -58,13 +58,18 @@ class Rollup:
     selects_rows: bool = False  # the macro returns the positions (__row) of the raw rows to keep
 
 
-ROLLUPS: dict[str, Rollup] = {
-    "gpu_samples": Rollup("gpu_samples", "gpu_samples_hourly", "rollup_gpu_samples"),
-    "container_usage": Rollup("container_usage", "container_usage_hourly", "rollup_container_usage"),
-    "serving_requests": Rollup("serving_requests", "serving_requests_hourly", "rollup_serving_requests"),
-    "k8s_pods": Rollup("k8s_pods", "k8s_pods_last", "rollup_k8s_pods", selects_rows=True),
-    "k8s_nodes": Rollup("k8s_nodes", "k8s_nodes_last", "rollup_k8s_nodes", selects_rows=True),
+# landing table -> its rollups, each one file beside every raw file of the table
+ROLLUPS: dict[str, tuple[Rollup, ...]] = {
+    "gpu_samples": (Rollup("gpu_samples", "gpu_samples_hourly", "rollup_gpu_samples"),),
+    "container_usage": (Rollup("container_usage", "container_usage_hourly", "rollup_container_usage"),),
+    "serving_requests": (Rollup("serving_requests", "serving_requests_hourly", "rollup_serving_requests"),),
+    "k8s_pods": (Rollup("k8s_pods", "k8s_pods_last", "rollup_k8s_pods", selects_rows=True),
+                 Rollup("k8s_pods", "k8s_pod_runs", "rollup_k8s_pod_runs"),
+                 Rollup("k8s_pods", "k8s_pod_snapshots", "rollup_snapshot_times")),
+    "k8s_nodes": (Rollup("k8s_nodes", "k8s_nodes_last", "rollup_k8s_nodes", selects_rows=True),
+                  Rollup("k8s_nodes", "k8s_node_snapshots", "rollup_snapshot_times")),
 }
+_BY_TABLE: dict[str, Rollup] = {r.table: r for rs in ROLLUPS.values() for r in rs}
 # The rollups of a lake record with one digest over all of them (before per-table digests).
 _LEGACY = ("gpu_samples", "container_usage", "serving_requests")
 
@@ -92,7 +97,7 @@ class _Exceptions:
 
 @lru_cache(maxsize=4)
 def _rendered(project_dir: Path) -> dict[str, str]:
-    """table -> the rollup SELECT over the relation ``__rollup_batch__``."""
+    """rollup table -> its SELECT over the relation ``__rollup_batch__``."""
     project = yaml.safe_load((project_dir / "dbt_project.yml").read_text())
     variables = project.get("vars") or {}
 
@@ -110,14 +115,18 @@ def _rendered(project_dir: Path) -> dict[str, str]:
     module = env.from_string(source).module
     holder["module"] = module
     out = {}
-    for table, r in ROLLUPS.items():
-        macro = getattr(module, r.macro)
-        out[table] = str(macro(_BATCH)).strip()
+    for rs in ROLLUPS.values():
+        for r in rs:
+            out[r.table] = str(getattr(module, r.macro)(_BATCH)).strip()
     return out
 
 
 def rollup_sql(table: str, project_dir: Path = PROJECT_DIR) -> str:
-    return _rendered(project_dir)[table]
+    """The SQL of a rollup table; of a landing table, its rollups' SQL (one after another)."""
+    rendered = _rendered(project_dir)
+    if table in ROLLUPS:
+        return "\n\n".join(rendered[r.table] for r in ROLLUPS[table])
+    return rendered[table]
 
 
 def _digest(text: str) -> str:
@@ -125,8 +134,8 @@ def _digest(text: str) -> str:
 
 
 def table_digests(project_dir: Path = PROJECT_DIR) -> dict[str, str]:
-    """Landing table -> digest of its rollup's SQL: a table's rollups made with another are stale."""
-    return {t: _digest(sql) for t, sql in _rendered(project_dir).items()}
+    """Landing table -> digest of its rollups' SQL: a table's rollups made with another are stale."""
+    return {t: _digest(rollup_sql(t, project_dir)) for t in ROLLUPS}
 
 
 def spec_digest(project_dir: Path = PROJECT_DIR) -> str:
@@ -162,8 +171,7 @@ def lake_digests(root: Path) -> dict[str, str] | None:
     tables = record.get("tables")
     if isinstance(tables, dict):
         return {str(k): str(v) for k, v in tables.items()}
-    rendered = _rendered(PROJECT_DIR)
-    legacy = json.dumps({t: rendered[t] for t in _LEGACY}, sort_keys=True)
+    legacy = json.dumps({t: rollup_sql(t) for t in _LEGACY}, sort_keys=True)
     if record.get("digest") == _digest(legacy):
         current = table_digests()
         return {t: current[t] for t in _LEGACY}
@@ -179,8 +187,11 @@ def write_lake_digest(root: Path, tables: dict[str, str]) -> None:
 
 
 def compute(table: str, data: pa.Table, *, project_dir: Path = PROJECT_DIR) -> pa.Table:
-    """The rollup of one raw file's rows (landing columns incl. the run columns)."""
-    selects_rows = ROLLUPS[table].selects_rows
+    """The rollup ``table`` (a rollup table, or a landing table: its first rollup) of one raw file's
+    rows (landing columns incl. the run columns)."""
+    rollup = ROLLUPS[table][0] if table in ROLLUPS else _BY_TABLE[table]
+    table = rollup.table
+    selects_rows = rollup.selects_rows
     con = duckdb.connect()
     try:
         con.execute("set threads to 1")  # a writer's batch is small; the writers run in parallel
@@ -200,14 +211,15 @@ def compute(table: str, data: pa.Table, *, project_dir: Path = PROJECT_DIR) -> p
     return out.append_column("ingested_at", pa.array([at.as_py()] * n, data.schema.field("ingested_at").type))
 
 
-def mirror(rel: str) -> str | None:
-    """The rollup path of a raw file's lake-relative path (``<table>/cluster=../day=../f``), or None."""
+def mirror(rel: str) -> list[tuple[str, str]]:
+    """(rollup table, its file's lake-relative path) of each rollup of a raw file's lake-relative path
+    (``<table>/cluster=../day=../f``); none for a table without rollups."""
     table, _, rest = rel.partition("/")
-    r = ROLLUPS.get(table)
-    return f"{r.table}/{rest}" if r is not None and rest else None
+    return [(r.table, f"{r.table}/{rest}") for r in ROLLUPS.get(table, ())] if rest else []
 
 
 def write(table: str, data: pa.Table, out: Path) -> None:
+    """Write the rollup ``table`` of a raw file's rows to ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(compute(table, data), out, compression="zstd")
 
@@ -229,18 +241,19 @@ def ensure_rollups(root: Path, *, progress: Callable[[int, int], None] | None = 
     have = lake_digests(root)
     written = removed = 0
     todo: list[tuple[str, Path, Path]] = []
-    for table, r in ROLLUPS.items():
+    for table, rs in ROLLUPS.items():
         stale = (have or {}).get(table) != want[table]
         raw = list(_raw_files(root, table))
-        keep = {root / r.table / p.relative_to(root / table) for p in raw}
-        for old in _raw_files(root, r.table):
-            if stale or old not in keep:
-                old.unlink()
-                removed += 1
-        for p in raw:
-            dst = root / r.table / p.relative_to(root / table)
-            if stale or not dst.exists():
-                todo.append((table, p, dst))
+        for r in rs:
+            keep = {root / r.table / p.relative_to(root / table) for p in raw}
+            for old in _raw_files(root, r.table):
+                if stale or old not in keep:
+                    old.unlink()
+                    removed += 1
+            for p in raw:
+                dst = root / r.table / p.relative_to(root / table)
+                if stale or not dst.exists():
+                    todo.append((r.table, p, dst))
     for i, (table, src, dst) in enumerate(todo):
         tmp = dst.with_name(dst.name + ".tmp")
         write(table, pq.read_table(src), tmp)

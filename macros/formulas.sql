@@ -191,6 +191,12 @@
 {#- Recommender evidence (models/marts/fct_*_evidence*, fct_container_usage_hourly): histograms that
     merge exactly over any window (sum the counts per bucket), and the one quantile rule read off them. -#}
 
+{% macro pod_holds_resources(phase) -%}
+  {#- A pod snapshot that holds its node's resources: not terminated (Succeeded / Failed); an unknown
+      phase counts as holding. -#}
+  coalesce({{ phase }}, 'Unknown') not in ('Succeeded', 'Failed')
+{%- endmacro %}
+
 {% macro util_bucket(u) -%}
   {#- Bucket of a clamped utilisation u in [0, 1]: width 1 / var('util_histogram_buckets') (200: 0.5 %). -#}
   cast(round(({{ u }}) * {{ var('util_histogram_buckets') }}) as smallint)

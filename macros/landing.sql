@@ -53,6 +53,11 @@
                                 ('requests_first', 'double'), ('requests_last', 'double'), ('requests_inc', 'double'),
                                 ('prompt_tokens_first', 'double'), ('prompt_tokens_last', 'double'), ('prompt_tokens_inc', 'double'),
                                 ('generation_tokens_first', 'double'), ('generation_tokens_last', 'double'), ('generation_tokens_inc', 'double')],
+    'k8s_pod_runs': [('hour', 'timestamp'), ('namespace', 'varchar'), ('pod', 'varchar'), ('pod_uid', 'varchar'),
+                     ('node', 'varchar'), ('first_ts', 'timestamp'), ('last_ts', 'timestamp'),
+                     ('snapshots', 'bigint'), ('phase', 'varchar')],
+    'k8s_pod_snapshots': [('snapshot_ts', 'timestamp')],
+    'k8s_node_snapshots': [('snapshot_ts', 'timestamp')],
     'serving_requests': [('ts', ts), ('namespace', 'varchar'), ('pod', 'varchar'), ('model', 'varchar'),
                          ('requests_total', 'double'), ('prompt_tokens_total', 'double'),
                          ('generation_tokens_total', 'double')],
@@ -489,6 +494,9 @@
                      'k8s_nodes': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
                      'k8s_nodes_last': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
                      'gpu_samples_hourly': ('hour', 'TIMESTAMP', 'timestamp'),
+                     'k8s_pod_runs': ('hour', 'TIMESTAMP', 'timestamp'),
+                     'k8s_pod_snapshots': ('snapshot_ts', 'TIMESTAMP', 'timestamp'),
+                     'k8s_node_snapshots': ('snapshot_ts', 'TIMESTAMP', 'timestamp'),
                      'container_usage_hourly': ('hour', 'TIMESTAMP', 'timestamp')} -%}
   {%- if since_ts is none or target.type != 'duckdb' or table not in columns -%}{{ return('') }}{%- endif -%}
   {%- set column, file_type, literal = columns[table] -%}

@@ -186,6 +186,60 @@ order by b.__row
 {%- endmacro %}
 
 
+{% macro rollup_k8s_pod_runs(relation) -%}
+{#- Pod presence as runs (the issue's "pod timelines as change intervals"): per pod (cluster, namespace,
+    pod, uid, node) and clock hour of its snapshots, each maximal run of the file's consecutive
+    snapshots the pod is in, holding resources (pod_holds_resources): first and last snapshot time,
+    the snapshots in it and the phase at its last. int_pods_hourly gets a run's covered seconds in
+    each hour from two look-ups in the snapshot timeline's running sums, instead of joining and
+    summing every snapshot row; a run the timeline holds other snapshots inside (another file's, a
+    node-only snapshot) is told by its snapshot count, and that pod-hour is summed from the raw rows.
+    Runs merge over files by adding: each snapshot row is in exactly one run. -#}
+with s as (
+    {{ staging_select('k8s_pods', relation) }}
+),
+
+snaps as (
+    -- the file's snapshots, numbered per cluster in time order
+    select cluster, snapshot_ts, row_number() over (partition by cluster order by snapshot_ts) as r
+    from (select distinct cluster, snapshot_ts from s) as d
+),
+
+live as (
+    select s.cluster, date_trunc('hour', s.snapshot_ts) as hour, s.namespace, s.pod, s.pod_uid, s.node,
+           s.phase, s.snapshot_ts, n.r
+    from s
+    inner join snaps as n
+        on s.cluster = n.cluster and s.snapshot_ts = n.snapshot_ts
+    where {{ pod_holds_resources('s.phase') }}
+),
+
+runs as (
+    -- consecutive snapshot numbers minus the row's number within its pod-hour: one value per run
+    select *, r - row_number() over (partition by cluster, hour, namespace, pod, pod_uid, node order by r) as run
+    from live
+)
+
+select
+    cluster, hour, namespace, pod, pod_uid, node,
+    min(snapshot_ts) as first_ts,
+    max(snapshot_ts) as last_ts,
+    count(*) as snapshots,
+    arg_max(phase, snapshot_ts) as phase
+from runs
+group by cluster, hour, namespace, pod, pod_uid, node, run
+{%- endmacro %}
+
+
+{% macro rollup_snapshot_times(relation) -%}
+{#- The file's snapshot times per cluster (k8s_pod_snapshots, k8s_node_snapshots): the snapshot
+    timeline (int_snapshot_timeline) is their union over the lake, read without scanning every
+    snapshot row. The time is staged like the snapshots' own (UTC, naive). -#}
+select distinct cluster, {{ utc('snapshot_ts') }} as snapshot_ts
+from {{ relation }}
+{%- endmacro %}
+
+
 {% macro rollup_k8s_nodes(relation) -%}
 {#- Per node (cluster, node name) and clock hour of the file: every row of the node's last snapshot in
     that hour. A selection that merges exactly: a node's last snapshot in an hour over any set of files

@@ -186,6 +186,30 @@ def test_the_pod_rollup_keeps_each_pods_last_snapshot_rows_per_file(tmp_path):
     ]
 
 
+def test_the_pod_runs_rollup_keeps_each_run_of_consecutive_snapshots_per_hour(tmp_path):
+    """Pod a is in the file's snapshots 10:00, 10:05, 10:15 and 11:00 (not 10:10, which pod b alone
+    is in), and Succeeded at 10:20: three runs (10:00-10:05, 10:15, and 11:00 in the next clock hour).
+    The snapshot list of the file holds every snapshot time once, pod b's 10:10 included."""
+    w = LakeWriter(tmp_path)
+    t = T0 + timedelta(hours=10)
+    m = timedelta(minutes=1)
+    rows = [(t, "a", "Running"), (t + 5 * m, "a", "Running"), (t + 10 * m, "b", "Pending"),
+            (t + 15 * m, "a", "Running"), (t + 20 * m, "a", "Succeeded"), (t + 60 * m, "a", "Running")]
+    table = pod_snapshots([(ts, uid, "x") for ts, uid, _ in rows])
+    table = table.set_column(table.schema.get_field_index("phase"), "phase", pa.array([p for *_, p in rows]))
+    w.write("k8s_pods", table, source="k8s", cluster="c1", window_start=T0, window_end=T0 + DAY)
+    naive = t.replace(tzinfo=None)
+    runs = _selected_rows(tmp_path, "k8s_pod_runs", "pod_uid, hour, first_ts, last_ts, snapshots, phase")
+    assert runs == [
+        ("2026-01-01", "a", naive, naive, naive + 5 * m, 2, "Running"),
+        ("2026-01-01", "a", naive, naive + 15 * m, naive + 15 * m, 1, "Running"),
+        ("2026-01-01", "a", naive + 60 * m, naive + 60 * m, naive + 60 * m, 1, "Running"),
+        ("2026-01-01", "b", naive, naive + 10 * m, naive + 10 * m, 1, "Pending"),
+    ]
+    times = _selected_rows(tmp_path, "k8s_pod_snapshots", "snapshot_ts")
+    assert times == [("2026-01-01", naive + k * m) for k in (0, 5, 10, 15, 20, 60)]
+
+
 def node_snapshots(rows: list[tuple[datetime, str, str, str]]) -> pa.Table:
     """(snapshot time, node name, node uid, a label value) -> k8s_nodes rows."""
     schema = pa.schema([("snapshot_ts", pa.timestamp("us", tz="UTC")), ("node", pa.string()), ("uid", pa.string()),
@@ -229,18 +253,22 @@ def test_a_new_rollup_is_back_filled_without_rewriting_the_others(tmp_path):
     legacy = json.dumps({t: rollups.rollup_sql(t) for t in ("gpu_samples", "container_usage", "serving_requests")},
                         sort_keys=True)
     (tmp_path / rollups.SPEC_FILE).write_text(json.dumps({"digest": hashlib.sha256(legacy.encode()).hexdigest()[:16]}))
-    for p in partition_files(tmp_path, "k8s_pods_last"):
-        p.unlink()
+    pod_rollups = [r.table for r in rollups.ROLLUPS["k8s_pods"]]
+    assert pod_rollups == ["k8s_pods_last", "k8s_pod_runs", "k8s_pod_snapshots"]
+    for t in pod_rollups:
+        for p in partition_files(tmp_path, t):
+            p.unlink()
     kept = {p: p.stat().st_mtime_ns for p in partition_files(tmp_path, "gpu_samples_hourly")}
     # a writer meanwhile stages no pod rollup (the lake has pod files without one) ...
     w.write("k8s_pods", pod_snapshots([(T0 + DAY, "a", "x")]), source="k8s", cluster="c1",
             window_start=T0 + DAY, window_end=T0 + 2 * DAY)
-    assert partition_files(tmp_path, "k8s_pods_last") == []
-    # ... and the back-fill writes only the pod rollups: the DCGM ones are current and stay as they are
-    assert w.ensure_rollups() == {"written": 2, "removed": 0}
+    assert [partition_files(tmp_path, t) for t in pod_rollups] == [[], [], []]
+    # ... and the back-fill writes only the pod rollups (all three of each file): the DCGM ones are
+    # current and stay as they are
+    assert w.ensure_rollups() == {"written": 6, "removed": 0}
     assert {p: p.stat().st_mtime_ns for p in partition_files(tmp_path, "gpu_samples_hourly")} == kept
     assert rollups.lake_digests(tmp_path) == rollups.table_digests()
     assert [r[1] for r in _pods_last(tmp_path)] == ["a", "a"]
     # a legacy record of other SQL stands for no rollup: all of them are rewritten
     (tmp_path / rollups.SPEC_FILE).write_text(json.dumps({"digest": "0123456789abcdef"}))
-    assert w.ensure_rollups() == {"written": 3, "removed": 3}
+    assert w.ensure_rollups() == {"written": 7, "removed": 7}

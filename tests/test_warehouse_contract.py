@@ -53,7 +53,7 @@ def _macro_columns() -> dict[str, list[tuple[str, str]]]:
 
 def test_landing_columns_macro_matches_ingest_schema():
     macro = _macro_columns()
-    assert set(macro) == set(TABLES) | {r.table for r in ROLLUPS.values()}
+    assert set(macro) == set(TABLES) | {r.table for rs in ROLLUPS.values() for r in rs}
     for name, table in TABLES.items():
         want = [(f.name, _duckdb_type(f.type)) for f in table.schema]
         assert macro[name] == want, name
@@ -64,9 +64,9 @@ def test_rollup_columns_macro_matches_the_rollup_sql():
     """The rollup tables' landing_columns are the types the rollup SQL writes (over an empty batch
     of each landing table), in order, then the run columns."""
     macro = _macro_columns()
-    for source, r in ROLLUPS.items():
+    for source, r in ((s, r) for s, rs in ROLLUPS.items() for r in rs):
         empty = pa.Table.from_pylist([], schema=pa.schema(list(TABLES[source].schema) + RUN_COLUMNS))
-        out = rollup_compute(source, empty)
+        out = rollup_compute(r.table, empty)
         con = duckdb.connect()
         con.register("t", out)
         got = [(n, t.lower().replace('"', "")) for n, t, *_ in con.execute("describe select * from t").fetchall()]

@@ -22,15 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from gpufinops.settings import Settings
+from ingest.rollups import ROLLUPS
 
 __all__ = ["LANDING_TABLES", "SPARK_TARGET", "enable_session_python_models", "lake_listing", "prepare_build",
            "spark_dirs", "spark_session", "spark_tables", "spark_vars", "write_serving_views"]
 
 SPARK_TARGET = "spark"  # the profiles.yml target (method: session)
 SPARK_SCHEMA = "gpufinops"
-LANDING_TABLES = ("k8s_nodes", "k8s_pods", "k8s_namespaces", "gpu_samples", "container_usage", "gpu_samples_hourly",
-                  "container_usage_hourly", "serving_requests_hourly", "k8s_pods_last", "k8s_nodes_last", "prices",
-                  "billing_focus", "serving_requests", "applied_changes")
+# the landing tables and every rollup the lake writer keeps beside them (ingest/rollups.py)
+LANDING_TABLES = ("k8s_nodes", "k8s_pods", "k8s_namespaces", "gpu_samples", "container_usage", "prices",
+                  "billing_focus", "serving_requests", "applied_changes",
+                  *(r.table for rs in ROLLUPS.values() for r in rs))
 
 # Session settings the models rely on (docs/spark.md): UTC, naive timestamps (as DuckDB's), Parquet
 # files DuckDB can read (INT64 micros, not INT96), the lake's files unioned by name; small: 2 cores.

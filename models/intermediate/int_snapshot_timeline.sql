@@ -1,7 +1,8 @@
 {{ incremental_by(['cluster', 'snapshot_ts']) }}
--- depends_on: {{ ref('stg_k8s__nodes') }}
--- depends_on: {{ ref('stg_k8s__pods') }}
--- Per cluster, the distinct snapshot times of nodes and pods form the timeline. A snapshot at t_k
+-- depends_on: {{ ref('stg_k8s__node_snapshots') }}
+-- depends_on: {{ ref('stg_k8s__pod_snapshots') }}
+-- Per cluster, the distinct snapshot times of nodes and pods form the timeline (read from the lake's
+-- per-file lists of them, macros/rollups.sql, the snapshot times, not from every snapshot row). A snapshot at t_k
 -- covers [t_k, t_{k+1}) capped at coverage_cap_factor × snapshot_interval_s; the newest covers one
 -- interval. The uncovered rest of a longer gap is reported (int_coverage_gaps), never extrapolated.
 -- Incremental: delete+insert per (cluster, snapshot_ts) from the cluster's newest snapshot minus the
@@ -11,14 +12,14 @@
 {%- set cap_s = var('snapshot_interval_s') * var('coverage_cap_factor') %}
 
 with node_snapshots as (
-    select distinct src.cluster, src.snapshot_ts from {{ landing_input('stg_k8s__nodes', 'k8s_nodes', 'snapshot_ts') }} as src
+    select distinct src.cluster, src.snapshot_ts from {{ landing_input('stg_k8s__node_snapshots', 'k8s_node_snapshots', 'snapshot_ts') }} as src
     {%- if is_incremental() %}
     where {{ incremental_since('src.snapshot_ts', 'snapshot_ts') }}
     {%- endif %}
 ),
 
 pod_snapshots as (
-    select distinct src.cluster, src.snapshot_ts from {{ landing_input('stg_k8s__pods', 'k8s_pods', 'snapshot_ts') }} as src
+    select distinct src.cluster, src.snapshot_ts from {{ landing_input('stg_k8s__pod_snapshots', 'k8s_pod_snapshots', 'snapshot_ts') }} as src
     {%- if is_incremental() %}
     where {{ incremental_since('src.snapshot_ts', 'snapshot_ts') }}
     {%- endif %}
