@@ -67,6 +67,7 @@ ROLLUPS: dict[str, tuple[Rollup, ...]] = {
                  Rollup("k8s_pods", "k8s_pod_runs", "rollup_k8s_pod_runs"),
                  Rollup("k8s_pods", "k8s_pod_snapshots", "rollup_snapshot_times")),
     "k8s_nodes": (Rollup("k8s_nodes", "k8s_nodes_last", "rollup_k8s_nodes", selects_rows=True),
+                  Rollup("k8s_nodes", "k8s_node_runs", "rollup_k8s_node_runs"),
                   Rollup("k8s_nodes", "k8s_node_snapshots", "rollup_snapshot_times")),
 }
 _BY_TABLE: dict[str, Rollup] = {r.table: r for rs in ROLLUPS.values() for r in rs}

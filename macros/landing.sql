@@ -56,6 +56,8 @@
     'k8s_pod_runs': [('hour', 'timestamp'), ('namespace', 'varchar'), ('pod', 'varchar'), ('pod_uid', 'varchar'),
                      ('node', 'varchar'), ('first_ts', 'timestamp'), ('last_ts', 'timestamp'),
                      ('snapshots', 'bigint'), ('phase', 'varchar')],
+    'k8s_node_runs': [('hour', 'timestamp'), ('node', 'varchar'), ('first_ts', 'timestamp'), ('last_ts', 'timestamp'),
+                      ('snapshots', 'bigint')],
     'k8s_pod_snapshots': [('snapshot_ts', 'timestamp')],
     'k8s_node_snapshots': [('snapshot_ts', 'timestamp')],
     'serving_requests': [('ts', ts), ('namespace', 'varchar'), ('pod', 'varchar'), ('model', 'varchar'),
@@ -495,6 +497,7 @@
                      'k8s_nodes_last': ('snapshot_ts', 'TIMESTAMP WITH TIME ZONE', 'timestamptz'),
                      'gpu_samples_hourly': ('hour', 'TIMESTAMP', 'timestamp'),
                      'k8s_pod_runs': ('hour', 'TIMESTAMP', 'timestamp'),
+                     'k8s_node_runs': ('hour', 'TIMESTAMP', 'timestamp'),
                      'k8s_pod_snapshots': ('snapshot_ts', 'TIMESTAMP', 'timestamp'),
                      'k8s_node_snapshots': ('snapshot_ts', 'TIMESTAMP', 'timestamp'),
                      'container_usage_hourly': ('hour', 'TIMESTAMP', 'timestamp')} -%}

@@ -189,14 +189,26 @@ order by b.__row
 {% macro rollup_k8s_pod_runs(relation) -%}
 {#- Pod presence as runs (the issue's "pod timelines as change intervals"): per pod (cluster, namespace,
     pod, uid, node) and clock hour of its snapshots, each maximal run of the file's consecutive
-    snapshots the pod is in, holding resources (pod_holds_resources): first and last snapshot time,
-    the snapshots in it and the phase at its last. int_pods_hourly gets a run's covered seconds in
-    each hour from two look-ups in the snapshot timeline's running sums, instead of joining and
-    summing every snapshot row; a run the timeline holds other snapshots inside (another file's, a
-    node-only snapshot) is told by its snapshot count, and that pod-hour is summed from the raw rows.
-    Runs merge over files by adding: each snapshot row is in exactly one run. -#}
+    snapshots the pod is in holding resources (pod_holds_resources), with the phase at its last.
+    int_pods_hourly takes a run's covered seconds per hour from the snapshot timeline's running sums
+    (macros/runs.sql) instead of joining and summing every snapshot row. -#}
+{{ snapshot_runs(relation, 'k8s_pods', ['namespace', 'pod', 'pod_uid', 'node'], ['phase'], pod_holds_resources('s.phase')) }}
+{%- endmacro %}
+
+
+{% macro rollup_k8s_node_runs(relation) -%}
+{#- Node presence as runs, per node name and clock hour (int_nodes_hourly's covered time). -#}
+{{ snapshot_runs(relation, 'k8s_nodes', ['node']) }}
+{%- endmacro %}
+
+
+{% macro snapshot_runs(relation, table, keys, carry=[], where='true') -%}
+{#- Per key (cluster, `keys`) and clock hour of its snapshots, each maximal run of the file's consecutive
+    snapshots the key is in (rows passing `where`): first and last snapshot time, the snapshots in it,
+    and each `carry` column at its last snapshot. Runs merge over files by adding: each snapshot row is
+    in exactly one run. -#}
 with s as (
-    {{ staging_select('k8s_pods', relation) }}
+    {{ staging_select(table, relation) }}
 ),
 
 snaps as (
@@ -206,28 +218,29 @@ snaps as (
 ),
 
 live as (
-    select s.cluster, date_trunc('hour', s.snapshot_ts) as hour, s.namespace, s.pod, s.pod_uid, s.node,
-           s.phase, s.snapshot_ts, n.r
+    select s.cluster, date_trunc('hour', s.snapshot_ts) as hour, {% for c in keys + carry %}s.{{ c }}, {% endfor %}s.snapshot_ts, n.r
     from s
     inner join snaps as n
         on s.cluster = n.cluster and s.snapshot_ts = n.snapshot_ts
-    where {{ pod_holds_resources('s.phase') }}
+    where {{ where }}
 ),
 
 runs as (
-    -- consecutive snapshot numbers minus the row's number within its pod-hour: one value per run
-    select *, r - row_number() over (partition by cluster, hour, namespace, pod, pod_uid, node order by r) as run
+    -- consecutive snapshot numbers less the row's number within its key-hour: one value per run
+    select *, r - row_number() over (partition by cluster, hour, {{ keys | join(', ') }} order by r) as run
     from live
 )
 
 select
-    cluster, hour, namespace, pod, pod_uid, node,
+    cluster, hour, {{ keys | join(', ') }},
     min(snapshot_ts) as first_ts,
     max(snapshot_ts) as last_ts,
-    count(*) as snapshots,
-    arg_max(phase, snapshot_ts) as phase
+    count(*) as snapshots
+    {%- for c in carry %},
+    arg_max({{ c }}, snapshot_ts) as {{ c }}
+    {%- endfor %}
 from runs
-group by cluster, hour, namespace, pod, pod_uid, node, run
+group by cluster, hour, {{ keys | join(', ') }}, run
 {%- endmacro %}
 
 

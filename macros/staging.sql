@@ -47,7 +47,7 @@
     select cluster, {{ utc('ts') }} as ts, namespace, pod, container, cpu_cores, memory_working_set_bytes
     from {{ relation }}
   {%- elif table in ('gpu_samples_hourly', 'container_usage_hourly', 'serving_requests_hourly', 'k8s_pod_runs',
-                     'k8s_pod_snapshots', 'k8s_node_snapshots') -%}
+                     'k8s_node_runs', 'k8s_pod_snapshots', 'k8s_node_snapshots') -%}
     {#- the rollups are staged already (macros/rollups.sql); only the run columns are left out -#}
     select {% for name, typ in landing_columns(table) if name not in ('ingest_run_id', 'ingested_at') %}{{ name }}{{ ", " if not loop.last }}{% endfor %}
            {%- if table in rollup_file_tables() %}, source_file{% endif %}

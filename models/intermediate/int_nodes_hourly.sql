@@ -1,20 +1,29 @@
 {{ incremental_by(['cluster', 'hour']) }}
 -- depends_on: {{ ref('stg_k8s__nodes') }}
+-- depends_on: {{ ref('stg_k8s__node_runs') }}
 -- depends_on: {{ ref('stg_k8s__nodes_last') }}
 -- One row per node per hour it was seen: covered hours w (exact, from the snapshot timeline) and
--- the node's attributes as of its last snapshot in the hour. The covered hours read the snapshots'
--- lean columns; the attributes are read off the lake's k8s_nodes_last rollup (each node's last
+-- the node's attributes as of its last snapshot in the hour. The covered hours come from the node
+-- runs (macros/runs.sql: runs of consecutive snapshots written at landing, the timeline's running
+-- sums); the attributes are read off the lake's k8s_nodes_last rollup (each node's last
 -- snapshot rows per clock hour and file: the last snapshot covering an hour is the node's last in its
 -- own clock hour, since a later one in that clock hour ends its coverage), not every snapshot's maps.
 {%- set final_columns = ['cluster', 'hour', 'node', 'covered_hours', 'in_first_snapshot', 'last_snapshot_ts', 'node_uid', 'provider', 'provider_id', 'instance_type', 'region', 'zone', 'capacity_type', 'node_pool', 'unschedulable', 'gpu_product', 'gpu_memory_mib', 'gpu_replicas', 'mig_config', 'mig_strategy', 'gpu_capacity', 'cpu_capacity', 'memory_capacity_gib', 'cpu_allocatable', 'memory_allocatable_gib', 'price_override_usd_per_hour'] %}
 {%- set cap_h = var('snapshot_interval_s') * var('coverage_cap_factor') / 3600 %}
 
-with nodes as (
-    select src.cluster, src.node, src.snapshot_ts from {{ landing_input('stg_k8s__nodes', 'k8s_nodes') }} as src
+with runs as (
+    -- node presence as runs of consecutive snapshots per clock hour and raw file (macros/rollups.sql)
+    select src.cluster, src.hour, src.node, src.first_ts, src.last_ts, src.snapshots
+    from {{ landing_input('stg_k8s__node_runs', 'k8s_node_runs') }} as src
     {%- if is_incremental() %}
-    -- a snapshot up to one cap before the first rebuilt hour can still cover into it
-    where {{ incremental_since('src.snapshot_ts', 'hour', minus_hours=cap_h) }}
+    -- a run's snapshots cover up to the cap past its clock hour
+    where {{ incremental_since('src.hour', 'hour', minus_hours=cap_h + 1) }}
     {%- endif %}
+),
+
+raw_nodes as (
+    -- the raw snapshot rows, read only for a node-hour with a run that is not whole (macros/runs.sql)
+    select src.cluster, src.snapshot_ts, src.node from {{ landing_input('stg_k8s__nodes', 'k8s_nodes') }} as src
 ),
 
 last_rows as (
@@ -28,32 +37,21 @@ snapshot_hours as (
     select * from {{ ref('int_snapshot_hours') }}
 ),
 
-joined as (
-    select
-        n.cluster,
-        n.node,
-        n.snapshot_ts,
-        h.hour,
-        h.covered_s,
-        h.is_first_in_hour
-    from nodes as n
-    inner join snapshot_hours as h
-        on n.cluster = h.cluster and n.snapshot_ts = h.snapshot_ts
-    {%- if is_incremental() %}
-    where {{ incremental_since('h.hour', 'hour', 'h.cluster') }}
-    {%- endif %}
-),
+{{ run_hours_ctes('runs', 'raw_nodes', 'snapshot_hours', ['node']) }},
 
 hourly as (
     select
-        cluster,
-        hour,
-        node,
-        sum(covered_s) / 3600.0 as covered_hours,
-        bool_or(is_first_in_hour) as in_first_snapshot,
-        max(snapshot_ts) as last_snapshot_ts
-    from joined
-    group by cluster, hour, node
+        c.cluster,
+        c.hour,
+        c.node,
+        sum(c.covered_s) / 3600.0 as covered_hours,
+        bool_or(c.is_first_in_hour) as in_first_snapshot,
+        max(c.order_ts) as last_snapshot_ts
+    from run_contributions as c
+    {%- if is_incremental() %}
+    where {{ incremental_since('c.hour', 'hour', 'c.cluster') }}
+    {%- endif %}
+    group by c.cluster, c.hour, c.node
 ),
 
 attributes as (
