@@ -19,6 +19,12 @@ the nested columns never pass through DuckDB), and the pod-spec model reads one 
 instead of every snapshot's nested columns. ``k8s_nodes_last`` likewise keeps, per raw node-snapshot
 file, the rows of each node's last snapshot in each clock hour, which the node-hour model reads its
 attributes (the capacity, allocatable and annotation maps) off.
+
+A landing table may have several rollups (:data:`ROLLUPS`), one file each beside every raw file; its
+digest covers all of them. The snapshot tables also keep ``k8s_pod_runs`` / ``k8s_node_runs`` (each run
+of a key's consecutive snapshots per clock hour: the timelines as change intervals, which
+int_pods_hourly and int_nodes_hourly read instead of every snapshot row) and ``k8s_pod_snapshots`` /
+``k8s_node_snapshots`` (the file's snapshot times, for the snapshot timeline).
 """
 
 from __future__ import annotations
