@@ -194,11 +194,8 @@ def write_lake_digest(root: Path, tables: dict[str, str]) -> None:
 
 
 def compute(table: str, data: pa.Table, *, project_dir: Path = PROJECT_DIR) -> pa.Table:
-    """The rollup ``table`` (a rollup table, or a landing table: its first rollup) of one raw file's
-    rows (landing columns incl. the run columns)."""
-    rollup = ROLLUPS[table][0] if table in ROLLUPS else _BY_TABLE[table]
-    table = rollup.table
-    selects_rows = rollup.selects_rows
+    """The rollup ``table`` of one raw file's rows (landing columns incl. the run columns)."""
+    selects_rows = _BY_TABLE[table].selects_rows
     con = duckdb.connect()
     try:
         con.execute("set threads to 1")  # a writer's batch is small; the writers run in parallel
