@@ -137,8 +137,16 @@ class Settings(BaseSettings):
     # through transform/duckdb_settings.py when dbt opens the warehouse, not through the profile.
     build_block_allocator_memory: str = "6GB"
     hourly_block_allocator_memory: str = "0B"
-    # dbt threads of a full DuckDB build (each query still runs on all of DuckDB's threads).
+    # dbt threads of a full DuckDB build (each query runs on build_duckdb_threads of DuckDB's).
     full_build_threads: int = Field(default=2, ge=1)
+    # DuckDB's threads (one pool, which every query of the invocation shares) for a full build, and for an
+    # incremental one. None for the full build: the machine's cores over full_build_threads, at least 1.
+    # On 2 cores that is 1: dbt's two nodes run side by side with one thread each, instead of every
+    # query splitting its hash tables over two threads and merging them. The 1,000-node month's full
+    # build took ~150 instead of ~176 CPU-seconds (docs/bench.md). The hour keeps 2: its queries are
+    # small and the chain is mostly one node at a time. GPUFINOPS_DUCKDB_THREADS, when set, overrides both.
+    build_duckdb_threads: int | None = Field(default=None, ge=1)
+    hourly_duckdb_threads: int = Field(default=2, ge=1)
     limits: LimitSettings = Field(default_factory=LimitSettings)
     currency: CurrencySettings = Field(default_factory=CurrencySettings)
     # Which engine `gpufinops build` runs dbt on (docs/spark.md): duckdb (the warehouse file) or spark

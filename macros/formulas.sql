@@ -224,15 +224,37 @@
 {% macro hist_bucket_sums(relation, keys, hist) -%}
   {#- Per `keys` and bucket b, the summed counts n of the histograms (lists of {b, n}) in column `hist`
       of `relation`: how histograms of any set of rows merge exactly. -#}
+  {{ return(adapter.dispatch('hist_bucket_sums', 'gpufinops')(relation, keys, hist)) }}
+{%- endmacro %}
+{% macro default__hist_bucket_sums(relation, keys, hist) -%}
   {%- set k = keys | join(', ') -%}
   (select {{ k }}, e.b as b, cast(sum(e.n) as bigint) as n
    from (select {{ k }}, {{ explode_list(hist) }} as e from {{ relation }}) as x
    group by {{ k }}, e.b)
 {%- endmacro %}
+{% macro duckdb__hist_bucket_sums(relation, keys, hist) -%}
+  {#- the entries unnested into columns b and n (not a struct column): the 1,000-node month's
+      workload-hour merges, ~120 M entries, ~10 % less CPU -#}
+  {%- set k = keys | join(', ') -%}
+  (select {{ k }}, b, cast(sum(n) as bigint) as n
+   from (select {{ k }}, unnest({{ hist }}, recursive := true) from {{ relation }}) as x
+   group by {{ k }}, b)
+{%- endmacro %}
 
 {% macro hist_list(rows, keys) -%}
-  {#- Per `keys`, the histogram list `hist` (sorted by b) of bucket rows (keys, b, n) such as hist_bucket_sums'. -#}
+  {#- Per `keys`, the histogram list `hist` (sorted by b) of bucket rows (keys, b, n) such as hist_bucket_sums'
+      (one row per keys and b). -#}
+  {{ return(adapter.dispatch('hist_list', 'gpufinops')(rows, keys)) }}
+{%- endmacro %}
+{% macro default__hist_list(rows, keys) -%}
   (select {{ keys | join(', ') }}, {{ struct_list([['b', 'b'], ['n', 'n']]) }} as hist
+   from {{ rows }} as r
+   group by {{ keys | join(', ') }})
+{%- endmacro %}
+{% macro duckdb__hist_list(rows, keys) -%}
+  {#- listed unordered and sorted after (b is unique per list, so the order is b's): cheaper than an
+      ordered aggregate -#}
+  (select {{ keys | join(', ') }}, list_sort(list({{ make_struct([['b', 'b'], ['n', 'n']]) }})) as hist
    from {{ rows }} as r
    group by {{ keys | join(', ') }})
 {%- endmacro %}

@@ -38,10 +38,11 @@ def _dbt_show(settings: Settings, home: Path, inline: str, *, full_refresh: bool
 
 
 def _duckdb_settings(settings: Settings, home: Path, *, full_refresh: bool) -> dict[str, str]:
-    """What DuckDB reports for the two settings inside a dbt invocation of a build of ``home``."""
-    [(b, m)] = _dbt_show(settings, home, "select current_setting('block_allocator_memory') as b, "
-                         "current_setting('memory_limit') as m", full_refresh=full_refresh)
-    return {"block_allocator_memory": b, "memory_limit": m}
+    """What DuckDB reports for the settings inside a dbt invocation of a build of ``home``."""
+    [(b, m, t)] = _dbt_show(settings, home, "select current_setting('block_allocator_memory') as b, "
+                            "current_setting('memory_limit') as m, current_setting('threads') as t",
+                            full_refresh=full_refresh)
+    return {"block_allocator_memory": b, "memory_limit": m, "threads": int(t)}
 
 
 def _as_duckdb_prints(**config: str) -> dict[str, str]:
@@ -54,16 +55,33 @@ def _as_duckdb_prints(**config: str) -> dict[str, str]:
 def settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.delenv("GPUFINOPS_DUCKDB_MEMORY_LIMIT", raising=False)
     monkeypatch.delenv("GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY", raising=False)
+    monkeypatch.delenv("GPUFINOPS_DUCKDB_THREADS", raising=False)
     return Settings(home=str(tmp_path), build_memory_limit="3GB", build_block_allocator_memory="2GB",
-                    hourly_memory_limit="1GB", hourly_block_allocator_memory="0B")
+                    hourly_memory_limit="1GB", hourly_block_allocator_memory="0B",
+                    build_duckdb_threads=3, hourly_duckdb_threads=2)
 
 
 def test_a_full_build_keeps_buffers_in_the_block_allocator_and_an_hour_does_not(settings: Settings, tmp_path: Path) -> None:
     full = _duckdb_settings(settings, tmp_path, full_refresh=True)
-    assert full == _as_duckdb_prints(block_allocator_memory="2GB", memory_limit="3GB")
+    assert full == _as_duckdb_prints(block_allocator_memory="2GB", memory_limit="3GB") | {"threads": 3}
     hourly = _duckdb_settings(settings, tmp_path, full_refresh=False)
-    assert hourly == _as_duckdb_prints(block_allocator_memory="0B", memory_limit="1GB")
+    assert hourly == _as_duckdb_prints(block_allocator_memory="0B", memory_limit="1GB") | {"threads": 2}
     assert hourly["block_allocator_memory"] != full["block_allocator_memory"]
+
+
+def test_a_full_build_shares_the_cores_among_dbt_threads_unless_told(settings: Settings,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset, a full build's DuckDB threads are the cores over dbt's threads (at least one); the
+    hour keeps its own; GPUFINOPS_DUCKDB_THREADS overrides both."""
+    monkeypatch.setattr(runner.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    auto = settings.model_copy(update={"build_duckdb_threads": None, "full_build_threads": 2})
+    assert runner.duckdb_threads(auto, whole=True) == 4
+    assert runner.duckdb_threads(auto.model_copy(update={"full_build_threads": 16}), whole=True) == 1
+    assert runner.duckdb_threads(auto, whole=False) == 2
+    env = runner.dbt_environment(auto, Path("w"), Path("w.duckdb"), full_refresh=True)
+    assert env["GPUFINOPS_DUCKDB_THREADS"] == "4"
+    monkeypatch.setenv("GPUFINOPS_DUCKDB_THREADS", "5")
+    assert runner.dbt_environment(auto, Path("w"), Path("w.duckdb"), full_refresh=False)["GPUFINOPS_DUCKDB_THREADS"] == "5"
 
 
 def test_the_environment_overrides_the_settings(settings: Settings, tmp_path: Path,

@@ -495,8 +495,8 @@ def dbt_common_args(work: Path, variables: dict[str, Any], dbt_target: str | Non
 def dbt_environment(settings: Settings, work: Path, warehouse: Path, *, full_refresh: bool,
                     select: Sequence[str] | None = None) -> dict[str, str]:
     """The environment of a build's dbt invocations: profiles.yml reads the warehouse path from it,
-    and the dbt-duckdb plugin transform/duckdb_settings.py the DuckDB memory limit and block allocator
-    memory when dbt opens the warehouse (outside the rendered profile, which dbt hashes into its saved
+    and the dbt-duckdb plugin transform/duckdb_settings.py the DuckDB memory limit, block allocator
+    memory and threads when dbt opens the warehouse (outside the rendered profile, which dbt hashes into its saved
     parse: the two kinds of build share one parse)."""
     whole = bool(full_refresh or select)
     return {"GPUFINOPS_WAREHOUSE": str(warehouse), "DBT_LOG_PATH": str(work / "logs"),
@@ -504,7 +504,19 @@ def dbt_environment(settings: Settings, work: Path, warehouse: Path, *, full_ref
             "GPUFINOPS_DUCKDB_MEMORY_LIMIT": os.environ.get("GPUFINOPS_DUCKDB_MEMORY_LIMIT") or (
                 settings.build_memory_limit if whole else settings.hourly_memory_limit),
             "GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY": os.environ.get("GPUFINOPS_DUCKDB_BLOCK_ALLOCATOR_MEMORY") or (
-                settings.build_block_allocator_memory if whole else settings.hourly_block_allocator_memory)}
+                settings.build_block_allocator_memory if whole else settings.hourly_block_allocator_memory),
+            "GPUFINOPS_DUCKDB_THREADS": os.environ.get("GPUFINOPS_DUCKDB_THREADS") or str(duckdb_threads(settings, whole=whole))}
+
+
+def duckdb_threads(settings: Settings, *, whole: bool) -> int:
+    """DuckDB's threads for a build's dbt invocations (Settings.build_duckdb_threads): a full build
+    shares the cores among dbt's threads; an hour runs settings.hourly_duckdb_threads."""
+    if not whole:
+        return settings.hourly_duckdb_threads
+    if settings.build_duckdb_threads is not None:
+        return settings.build_duckdb_threads
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // settings.full_build_threads)
 
 
 def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
