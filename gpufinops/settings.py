@@ -143,7 +143,7 @@ class Settings(BaseSettings):
     # incremental one. None for the full build: the machine's cores over full_build_threads, at least 1.
     # On 2 cores that is 1: dbt's two nodes run side by side with one thread each, instead of every
     # query splitting its hash tables over two threads and merging them. The 1,000-node month's full
-    # build took ~150 instead of ~176 CPU-seconds (docs/bench.md). The hour keeps 2: its queries are
+    # build took 142-148 instead of ~176 CPU-seconds (docs/bench.md). The hour keeps 2: its queries are
     # small and the chain is mostly one node at a time. GPUFINOPS_DUCKDB_THREADS, when set, overrides both.
     build_duckdb_threads: int | None = Field(default=None, ge=1)
     hourly_duckdb_threads: int = Field(default=2, ge=1)
