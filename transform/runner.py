@@ -19,6 +19,7 @@ from gpufinops.errors import ConfigError, TerminalError
 from gpufinops.project import PROJECT_DIR
 from gpufinops.settings import Settings
 from gpufinops.warehouse import published_version, write_build_record
+from transform import schedule
 from transform.publish import BuildLocked, build_lock, discard, new_version, prepare, publish
 
 __all__ = ["BuildFailed", "BuildLocked", "BuildResult", "ManifestCache", "NodeResult", "PROJECT_DIR", "dbt_common_args", "dbt_environment", "dbt_vars",
@@ -143,19 +144,13 @@ class ManifestCache:
     def get(self, common: Sequence[str]) -> Any:
         key = (tuple(common), os.environ.get("GPUFINOPS_WAREHOUSE"), project_files_digest())
         if key != self._key or self._manifest is None:
-            from dbt.cli.main import dbtRunner
-
-            self._key, self._manifest = None, None
             # the previous parse's objects become collectable again, the new ones are frozen below
             gc.unfreeze()
             self._key = self._manifest = None
-            try:
-                res = dbtRunner().invoke(["parse", *common, "--quiet", "--no-write-json"])
-            finally:
-                _release_duckdb()
-            if not res.success or res.result is None:
+            manifest = _parse(common)
+            if manifest is None:
                 return None  # the build itself parses and reports what is wrong
-            self._key, self._manifest = key, res.result
+            self._key, self._manifest = key, manifest
             self.parses += 1
             # Out of the collector's sight: the parsed project is millions of long-lived objects, and
             # the full collection after every dbt invocation (_release_duckdb) walked all of them.
@@ -164,6 +159,18 @@ class ManifestCache:
 
 
 _manifest_cache: ManifestCache | None = None  # set in a build worker (use_manifest_cache)
+
+
+def _parse(common: Sequence[str]) -> Any:
+    """The parsed project, for a build of several dbt invocations to share (None: each parses, and
+    reports what is wrong)."""
+    from dbt.cli.main import dbtRunner
+
+    try:
+        res = dbtRunner().invoke(["parse", *common, "--quiet", "--no-write-json"])
+    finally:
+        _release_duckdb()
+    return res.result if res.success else None
 
 
 def use_manifest_cache(cache: ManifestCache | None) -> None:
@@ -544,10 +551,28 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
         if exclude:
             args += ["--exclude", *exclude]
         manifest = _manifest_cache.get(common) if _manifest_cache is not None and dbt_target is None else None
-        ok, nodes, exc = _invoke(args, manifest)
+        # A whole DuckDB build makes every model first, longest remaining chain first, and tests after:
+        # in one `dbt build` a model waited for its parents' data tests, and the big marts started late
+        # and ended alone (docs/bench.md). A failed test still fails the build before it is published.
+        tests_after = full_refresh and not select and dbt_target is None
+        if tests_after:
+            manifest = manifest if manifest is not None else _parse(common)
+            args.insert(args.index("unit_test") + 1, "test")
+            with schedule.longest_chain_first(schedule.load_node_seconds(work), settings.full_build_threads):
+                ok, nodes, exc = _invoke(args, manifest)
+            schedule.record_node_seconds(work, nodes)
+        else:
+            ok, nodes, exc = _invoke(args, manifest)
         if exc is not None:
             raise BuildFailed(f"dbt build could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))
-        if unit_tests and ok:
+        if tests_after and ok:
+            # the data tests and, when asked, the unit tests, on dbt's threads (the JSON artifacts stay the models')
+            ok, tested, exc = _invoke(["test", *common, "--quiet", "--threads", str(settings.full_build_threads), "--no-write-json",
+                                       *([] if unit_tests else ["--exclude-resource-type", "unit_test"])], manifest)
+            nodes += tested
+            if exc is not None:
+                raise BuildFailed(f"dbt tests could not run: {exc}", BuildResult(False, warehouse, 0.0, full_refresh, nodes))
+        elif unit_tests and ok:
             ok, tested, exc = _invoke(["test", *common, "--quiet", "--select", "test_type:unit"], manifest)
             nodes += tested
             if exc is not None:
