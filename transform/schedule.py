@@ -87,8 +87,8 @@ def longest_chain_first(seconds: Mapping[str, float], threads: int) -> Iterator[
                 self.some_task_done.wait()
         return get(self, block=block, timeout=timeout)
 
-    GraphQueue._get_scores, GraphQueue.get = _get_scores, _get  # type: ignore[method-assign]
+    GraphQueue._get_scores, GraphQueue.get = _get_scores, _get  # type: ignore[method-assign,assignment]
     try:
         yield True
     finally:
-        GraphQueue._get_scores, GraphQueue.get = get_scores, get  # type: ignore[method-assign]
+        GraphQueue._get_scores, GraphQueue.get = get_scores, get  # type: ignore[method-assign,assignment]
