@@ -74,13 +74,16 @@ def test_without_a_record_dbt_keeps_its_own_order():
 def test_the_record_is_written_whole_and_read_back(tmp_path: Path):
     from transform.runner import NodeResult
 
-    assert schedule.load_node_seconds(tmp_path) == {}
+    assert schedule.load_node_seconds(tmp_path, prior=None) == {}
     (tmp_path / schedule.NODE_SECONDS).write_text("{not json")
-    assert schedule.load_node_seconds(tmp_path) == {}
+    assert schedule.load_node_seconds(tmp_path, prior=None) == {}
+    # before a home's first full build: the shipped prior, which weighs the big marts
+    prior = schedule.load_node_seconds(tmp_path)
+    assert prior == schedule.load_node_seconds(tmp_path / "nowhere") and prior["fct_gpu_allocation_hourly"] > 5
     schedule.record_node_seconds(tmp_path, [
         NodeResult("m", "model", "success", 2.5), NodeResult("s", "seed", "success", 0.25),
         NodeResult("t", "test", "pass", 9.0), NodeResult("x", "model", "error", 1.0)])
-    assert schedule.load_node_seconds(tmp_path) == {"m": 2.5, "s": 0.25}
+    assert schedule.load_node_seconds(tmp_path) == {"m": 2.5, "s": 0.25}  # the home's own record first
     assert not list(tmp_path.glob("*.tmp"))
 
 

@@ -4,8 +4,8 @@ dbt's queue (``dbt.graph.queue.GraphQueue``) hands a free thread the ready node 
 the DAG. On the 1,000-node month that started the large marts late, and the build ended with one of
 them running alone while the other thread idled (docs/bench.md). Here a node's score is minus the
 seconds of the longest chain from it to the end of the DAG, each node weighed by its seconds in the
-last full build (``<home>/dbt/node_seconds.json``, written after each full build's model phase;
-a node not in it weighs :data:`UNKNOWN_SECONDS`). Without that record dbt's own order stands.
+last full build (``<home>/dbt/node_seconds.json``, written after each full build's model phase; before
+the first, the bench's, :data:`PRIOR`); a node not in it weighs :data:`UNKNOWN_SECONDS`.
 
 dbt's run loop takes a node off the queue as soon as one is ready and hands it to its thread pool,
 which queues it first in, first out behind the running ones: the queue's order decided only among
@@ -25,17 +25,25 @@ from pathlib import Path
 from typing import Any
 
 NODE_SECONDS = "node_seconds.json"  # under <home>/dbt
+# the models' seconds in a full build of the 1,000-node bench month (docs/bench.md; nodes under 0.1 s
+# left out): the order of a home's first full build
+PRIOR = Path(__file__).with_name("node_seconds_prior.json")
 UNKNOWN_SECONDS = 0.05
 _log = logging.getLogger(__name__)
 
 
-def load_node_seconds(work: Path) -> dict[str, float]:
-    """The seconds of each model and seed of the last full build, by name ({} when unknown)."""
+def _read(path: Path) -> dict[str, float]:
     try:
-        data = json.loads((work / NODE_SECONDS).read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
     return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def load_node_seconds(work: Path, prior: Path | None = PRIOR) -> dict[str, float]:
+    """The seconds of each model and seed of the last full build, by name; before a home's first full
+    build, ``prior`` (the 1,000-node bench's, shipped); {} when neither is readable."""
+    return _read(work / NODE_SECONDS) or (_read(prior) if prior is not None else {})
 
 
 def record_node_seconds(work: Path, nodes: Iterable[Any]) -> None:
