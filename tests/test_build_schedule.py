@@ -124,3 +124,31 @@ def test_a_full_build_records_its_models_runs_its_tests_after_and_a_failed_test_
     assert record["status"] == "failed" and any("conservation" in f for f in record["failed"])
     # the models all built before the tests ran: none was skipped for a failed test
     assert err.value.result.count("model", "skipped") == 0 and err.value.result.count("model", "success") >= 20
+
+
+def test_a_model_that_reads_a_seed_by_name_runs_after_it(fleet):
+    """int_namespace_attribution reads the namespace_teams seed through optional_seed (by name, not
+    ref): its depends_on line orders it after the seed, whatever order the full build takes. Built
+    before the seed, it had no mapping, and the full build's hours kept 'unassigned' for the seed's
+    namespaces (the fixture fleet's later incremental hours rebuilt it right: the two disagreed)."""
+    import csv
+
+    from gpufinops.project import PROJECT_DIR
+
+    with open(PROJECT_DIR / "seeds" / "namespace_teams.csv", newline="") as f:
+        mapping = {r["namespace"]: (r["team"], r["tenant"]) for r in csv.DictReader(f)}
+    con = duckdb.connect(str(fleet.settings.warehouse_path), read_only=True)
+    try:
+        rows = con.execute("select namespace, team_seed, tenant_seed from int_namespace_attribution").fetchall()
+        # every hour of the allocation mart, the full build's included, carries its pod's attribution
+        (mismatched,) = con.execute("""
+            select count(*) from fct_gpu_allocation_hourly as f
+            inner join int_pod_attributes as a on f.cluster = a.cluster and f.pod_uid = a.pod_uid
+            where f.team <> coalesce(a.team, 'unassigned') or f.tenant <> coalesce(a.tenant, 'unassigned')""").fetchone()
+        full_build_hours = con.execute("select count(distinct hour) from fct_gpu_allocation_hourly").fetchone()[0]
+    finally:
+        con.close()
+    seeded = [(ns, team, tenant) for ns, team, tenant in rows if ns in mapping]
+    assert seeded, "the fixture fleet has none of the seed's namespaces"
+    assert all((team, tenant) == mapping[ns] for ns, team, tenant in seeded), seeded
+    assert full_build_hours > 1 and mismatched == 0

@@ -1,4 +1,7 @@
 {{ config(materialized='table') }}
+-- depends_on: {{ ref('namespace_teams') }}
+-- (optional_seed reads the seed by name, not by ref: without this line dbt may build the model before
+-- the seed is loaded, and a full build in another order read no mapping)
 -- One row per (cluster, namespace): the namespace-level attribution sources, in precedence order
 -- after the pod label: namespace label, namespace annotation, the namespace_teams mapping seed.
 -- Namespaces seen only on pods (no namespace object ingested) still get a row.
