@@ -560,7 +560,8 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
             args.insert(args.index("unit_test") + 1, "test")
             with schedule.longest_chain_first(schedule.load_node_seconds(work), settings.full_build_threads):
                 ok, nodes, exc = _invoke(args, manifest)
-            schedule.record_node_seconds(work, nodes)
+            if ok:  # a failed build keeps the last whole record
+                schedule.record_node_seconds(work, nodes)
         else:
             ok, nodes, exc = _invoke(args, manifest)
         if exc is not None:
