@@ -1,5 +1,5 @@
 """One model's compiled SQL, alone, on a copy of a built warehouse: its CPU-seconds as ``CREATE TABLE AS``
-and DuckDB's ``EXPLAIN ANALYZE`` operators, largest first.
+and, from a second run with DuckDB's JSON profiling on, its operators, largest first.
 
     python -m bench.profile_model <home> <model> [--threads N] [--top N] [--no-explain] [--sql FILE]
 
@@ -29,9 +29,9 @@ def _compiled(home: Path, model: str) -> str:
 
 
 def _operators(plan: dict, out: list[tuple[float, str, int]]) -> None:
-    name = plan.get("operator_name") or plan.get("name") or "?"
-    timing = plan.get("operator_timing", plan.get("timing", 0.0)) or 0.0
-    rows = plan.get("operator_cardinality", plan.get("intermediate_rows", 0)) or 0
+    name = plan.get("name") or "?"
+    timing = plan.get("timing") or 0.0
+    rows = plan.get("intermediate_rows") or 0
     extra = plan.get("extra_info") or {}
     label = name.strip()
     if isinstance(extra, dict):
@@ -82,7 +82,7 @@ def main() -> None:
     con.execute("pragma disable_profiling")
     con.execute("drop table _p_explained")
     ops: list[tuple[float, str, int]] = []
-    for child in plan.get("children", plan.get("operator", [])):
+    for child in plan.get("operator", []):
         _operators(child, ops)
     total = sum(t for t, _, _ in ops) or 1.0
     print(f"operators: {total:.2f} s in all")

@@ -13,7 +13,6 @@ import networkx as nx
 import pytest
 from dbt.graph.queue import GraphQueue
 
-from gpufinops.settings import Settings
 from gpufinops.warehouse import last_build, published_version
 from transform import schedule
 
@@ -87,9 +86,7 @@ def test_the_record_is_written_whole_and_read_back(tmp_path: Path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_a_full_build_records_its_models_runs_its_tests_after_and_a_failed_test_fails_it(small_lake_build, tmp_path):
-    from transform import BuildFailed, run_build
-
+def test_a_full_build_records_its_models_and_runs_its_tests_after(small_lake_build):
     settings, result, _ = small_lake_build
     work = Path(settings.home) / "dbt"
     recorded = schedule.load_node_seconds(work)
@@ -108,16 +105,16 @@ def test_a_full_build_records_its_models_runs_its_tests_after_and_a_failed_test_
     finally:
         con.close()
 
-    # a full build whose conservation tests fail (an impossible tolerance) publishes nothing
-    import shutil
 
-    home = tmp_path / "home"
-    shutil.copytree(settings.home, home, symlinks=True, ignore=shutil.ignore_patterns("*.wal", "logs", "*.lock"))
-    other = Settings(home=home, config=settings.config)
-    link = Path(other.warehouse_path)
+def test_a_failed_test_after_the_models_still_fails_the_full_build(fleet_copy):
+    """A full build whose conservation tests fail (an impossible tolerance) publishes nothing."""
+    from transform import BuildFailed, run_build
+
+    link = Path(fleet_copy.settings.warehouse_path)
     before = published_version(link)
     with pytest.raises(BuildFailed) as err:
-        run_build(other, full_refresh=True, extra_vars={"conservation_abs_tol": -1.0, "conservation_rel_tol": -1.0})
+        run_build(fleet_copy.settings, full_refresh=True,
+                  extra_vars={"conservation_abs_tol": -1.0, "conservation_rel_tol": -1.0})
     assert "live warehouse is unchanged" in str(err.value)
     assert published_version(link) == before
     record = last_build(link)

@@ -532,6 +532,10 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
          keep: Sequence[str] = ()) -> BuildResult:
     common = dbt_common_args(work, variables, dbt_target)
     env = {**dbt_environment(settings, work, warehouse, full_refresh=full_refresh, select=select), **(extra_env or {})}
+    # A whole DuckDB build makes every model first, longest remaining chain first, and tests after:
+    # in one `dbt build` a model waited for its parents' data tests, and the big marts started late
+    # and ended alone (docs/bench.md). A failed test still fails the build before it is published.
+    tests_after = full_refresh and not select and dbt_target is None
     started = time.monotonic()
     with _environment(env):
         args = ["build", *common, "--quiet"]
@@ -541,7 +545,7 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
                 args += ["--threads", str(settings.full_build_threads)]
         # unit tests run after the build: an incremental model's unit test reads the columns of
         # the built model (dbt needs the relation to exist)
-        args += ["--exclude-resource-type", "unit_test", *(["seed"] if skip_seeds else [])]
+        args += ["--exclude-resource-type", "unit_test", *(["test"] if tests_after else []), *(["seed"] if skip_seeds else [])]
         if not full_refresh:
             args.append("--no-write-json")  # nothing reads the artifacts; a full build leaves them
         if select:
@@ -551,13 +555,8 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
         if exclude:
             args += ["--exclude", *exclude]
         manifest = _manifest_cache.get(common) if _manifest_cache is not None and dbt_target is None else None
-        # A whole DuckDB build makes every model first, longest remaining chain first, and tests after:
-        # in one `dbt build` a model waited for its parents' data tests, and the big marts started late
-        # and ended alone (docs/bench.md). A failed test still fails the build before it is published.
-        tests_after = full_refresh and not select and dbt_target is None
         if tests_after:
             manifest = manifest if manifest is not None else _parse(common)
-            args.insert(args.index("unit_test") + 1, "test")
             with schedule.longest_chain_first(schedule.load_node_seconds(work), settings.full_build_threads):
                 ok, nodes, exc = _invoke(args, manifest)
             if ok:  # a failed build keeps the last whole record
