@@ -1,7 +1,7 @@
 """One model's compiled SQL, alone, on a copy of a built warehouse: its CPU-seconds as ``CREATE TABLE AS``
 and, from a second run with DuckDB's JSON profiling on, its operators, largest first.
 
-    python -m bench.profile_model <home> <model> [--threads N] [--top N] [--no-explain] [--sql FILE]
+    python -m bench.profile_model <home> <model> [--threads N] [--top N] [--no-explain] [--sql FILE] [--set NAME=VALUE]
 
 Reads the compiled SQL a full build left in ``<home>/dbt/target/compiled`` (or ``--sql``), copies the live
 warehouse version to ``<home>/_profile/_building.duckdb`` once (``--fresh`` copies it again), and runs the query there
@@ -52,6 +52,8 @@ def main() -> None:
     ap.add_argument("--sql")
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--no-explain", action="store_true")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a DuckDB setting for the query (repeatable), e.g. allocator_flush_threshold=2GB")
     args = ap.parse_args()
     home = Path(args.home)
     copy = home / "_profile" / "_building.duckdb"  # the catalog name the compiled SQL uses
@@ -62,6 +64,9 @@ def main() -> None:
     con = duckdb.connect(str(copy))
     con.execute(f"set threads = {args.threads}")
     con.execute("set preserve_insertion_order = false")
+    for setting in args.set:
+        name, _, value = setting.partition("=")
+        con.execute(f"set {name.strip()} = '{value.strip()}'")
     con.execute(f"drop table if exists _p_{args.model}")
     before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
