@@ -56,7 +56,7 @@ def main() -> None:
     for length, at, node in sorted(singles, reverse=True)[: args.top]:
         print(f"  {length:6.1f}  at {at:6.1f}  {node.split('.')[-1]}")
     print("largest nodes (start, end, seconds):")
-    for u, (s, e) in sorted(spans.items(), key=lambda kv: kv[0][0] and kv[1][0] - kv[1][1])[: args.top]:
+    for u, (s, e) in sorted(spans.items(), key=lambda kv: kv[1][0] - kv[1][1])[: args.top]:
         print(f"  {s - t0:6.1f} {e - t0:6.1f} {e - s:6.1f}  {u.split('.')[-1]}")
     parents = {u: [p for p in manifest.get("parent_map", {}).get(u, []) if p in spans] for u in spans}
     best: dict[str, tuple[float, str | None]] = {}

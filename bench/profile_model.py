@@ -3,7 +3,8 @@ and, from a second run with DuckDB's JSON profiling on, its operators, largest f
 
     python -m bench.profile_model <home> <model> [--threads N] [--top N] [--no-explain] [--sql FILE] [--set NAME=VALUE]
 
-Reads the compiled SQL a full build left in ``<home>/dbt/target/compiled`` (or ``--sql``), copies the live
+Reads the compiled SQL the last build left in ``<home>/dbt/target/compiled`` (or ``--sql``): after an hourly
+build that is the model's incremental query, so run a full build first to profile a full one. Copies the live
 warehouse version to ``<home>/_profile/_building.duckdb`` once (``--fresh`` copies it again), and runs the query there
 with the lake's ``filename`` glob as the build does. Nothing in the live warehouse changes.
 """
