@@ -27,6 +27,10 @@ def main() -> None:
     total = sum(n.seconds for n in result.nodes)
     print(f"wall {wall:.1f} s (dbt {result.seconds:.1f}, copy {result.copy_seconds:.2f}, rollups "
           f"{result.rollup_seconds:.2f}); {len(result.nodes)} nodes, {total:.1f} node-seconds")
+    by_type: dict[str, list[float]] = {}
+    for n in result.nodes:
+        by_type.setdefault(n.resource_type, []).append(n.seconds)
+    print("by type: " + ", ".join(f"{t} {len(s)} nodes {sum(s):.1f} s" for t, s in sorted(by_type.items())))
     for n in sorted(result.nodes, key=lambda n: -n.seconds)[: args.top]:
         print(f"{n.seconds:8.2f}  {100 * n.seconds / total:5.1f} %  {n.resource_type:9} {n.name}")
 
