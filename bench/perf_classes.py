@@ -19,7 +19,7 @@ CLASSES: dict[str, str] = {
     "DuckDB write compression (analyse + compress)":
         r"Compress|Analyze|zstd|fsst|Bitpacking|RLE|Alp|Chimp|Patas|Dictionary|DistinctStatistics|Utf8Proc",
     "kernel: fresh pages (clear, fault, cgroup charge)":
-        r"\[k\].*(clear_page|page_fault|memcg|pte_|folio_add|lru|rmqueue|alloc_pages|free_pages|zap_|release_pages|_raw_spin)",
+        r"\[k\].*(clear_page|page_fault|memcg|pte_|folio_add|lru|rmqueue|alloc_pages|free_pages|zap_|release_pages)",
     "kernel: file I/O copies": r"\[k\].*(copy_folio|_copy_to_iter|copy_user)",
     "DuckDB hash aggregate": r"GroupedAggregateHashTable|RowOperations",
     "DuckDB hash join": r"JoinHashTable|ScanStructure",
