@@ -67,7 +67,8 @@ def main() -> None:
     con.execute("set preserve_insertion_order = false")
     for setting in args.set:
         name, _, value = setting.partition("=")
-        con.execute(f"set {name.strip()} = '{value.strip()}'")
+        quoted = value.strip().replace("'", "''")
+        con.execute(f"set {name.strip()} = '{quoted}'")
     con.execute(f"drop table if exists _p_{args.model}")
     before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
