@@ -199,6 +199,51 @@ def test_a_window_bounded_by_one_constant_still_equals_a_full_build(second):
     assert late == [("2026-11-02 12:00:00", 50.0, 6), ("2026-11-02 13:00:00", 50.0, 6)]
 
 
+def test_budgets_rebuild_from_the_first_day_whose_spend_lines_changed(builds, tmp_path):
+    """fct_budget_run_rate_daily is incremental: it compares this build's spend lines with the ones recorded
+    by the build before (_budget_spend_lines) and rebuilds the days from the first that differs. Fleet
+    rows marked by hand (month_to_date_usd = -1) show which days a build rewrote."""
+    from transform import run_build
+
+    inc, _, _ = builds
+    home = tmp_path / "home"
+    shutil.copytree(inc.home, home, symlinks=True)
+    settings = Settings(home=home)
+
+    def fleet(path: Path) -> dict[str, float]:
+        con = duckdb.connect(str(path), read_only=True)
+        try:
+            return dict(con.sql("select day::varchar, month_to_date_usd from fct_budget_run_rate_daily "
+                                "where scope_kind = 'fleet'").fetchall())
+        finally:
+            con.close()
+
+    def mark(sql: str) -> None:
+        con = duckdb.connect(str(settings.warehouse_path))
+        try:
+            con.execute(sql)
+        finally:
+            con.close()
+
+    before = fleet(settings.warehouse_path)
+    assert sorted(before) == ["2026-11-01", "2026-11-02", "2026-11-03"]
+    mark("update fct_budget_run_rate_daily set month_to_date_usd = -1 where scope_kind = 'fleet'")
+    # two more hours of c1 on 11-03: only that day's lines change
+    lake.write_small_lake(settings.lake_dir, start=lake.T0 + timedelta(hours=16), hours=2)
+    assert run_build(settings).success
+    after = fleet(settings.warehouse_path)
+    assert after["2026-11-01"] == after["2026-11-02"] == -1  # kept: their lines did not change
+    assert after["2026-11-03"] > before["2026-11-03"] > 0  # rebuilt, with the new hours' cost
+
+    # a recorded line of 11-01 that no longer matches: every day from 11-01 is rebuilt
+    mark("update _budget_spend_lines set spend_usd = spend_usd + 100 where scope_kind = 'fleet' and day = '2026-11-01'")
+    assert run_build(settings).success
+    again = fleet(settings.warehouse_path)
+    assert again["2026-11-01"] == pytest.approx(before["2026-11-01"], rel=1e-12)
+    assert again["2026-11-02"] == pytest.approx(before["2026-11-02"], rel=1e-12)
+    assert again["2026-11-03"] == pytest.approx(after["2026-11-03"], rel=1e-12)
+
+
 def test_the_new_hours_and_the_late_cluster_are_in(builds):
     inc, _, _ = builds
     con = duckdb.connect(str(inc.warehouse_path), read_only=True)

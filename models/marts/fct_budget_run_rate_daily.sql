@@ -14,71 +14,20 @@
 --   days_left            days of the month after d;
 --   forecast_month_end_usd = month_to_date_usd + run_rate_usd_day × days_left.
 -- A scope has a row on d when it spent something in d's month up to d or in the trailing window.
--- Every row is recomputed each build (a table: a late day changes the month to date of later days).
+-- Incremental (DuckDB): the days from the first day whose spend lines changed since the live version's
+-- build (a late day changes the month to date of every later day), delete+insert per day; the lines of
+-- each build are recorded in _budget_spend_lines (macros/budgets.sql). Spark rebuilds it whole.
+{{ incremental_by(['day']) }}
+{{ config(post_hook="{{ record_budget_lines(ref('fct_showback_daily'), ref('fct_workload_daily')) }}") }}
 {%- set run_rate_days = var('budget_run_rate_days') | int %}
-{%- set synthetic = ["(unallocated)", "(overhead)"] %}
-{%- set excluded = (var('shared_namespaces') | list) + synthetic %}
+{%- set record = budget_lines_record() if is_incremental() else none %}
 
 with showback as (
     select * from {{ ref('fct_showback_daily') }}
 ),
 
-workload_daily as (
-    select * from {{ ref('fct_workload_daily') }}
-),
-
-fleet_spend as (
-    select
-        day,
-        'fleet' as scope_kind,
-        'fleet' as scope_id,
-        cast(null as {{ dbt.type_string() }}) as team,
-        cast(null as {{ dbt.type_string() }}) as workload_cluster,
-        cast(null as {{ dbt.type_string() }}) as namespace,
-        cast(null as {{ dbt.type_string() }}) as workload_kind,
-        cast(null as {{ dbt.type_string() }}) as workload,
-        sum(chargeback_usd) as spend_usd
-    from showback
-    group by day
-),
-
-team_spend as (
-    select
-        day,
-        'team' as scope_kind,
-        concat('team:', team) as scope_id,
-        team,
-        cast(null as {{ dbt.type_string() }}) as workload_cluster,
-        cast(null as {{ dbt.type_string() }}) as namespace,
-        cast(null as {{ dbt.type_string() }}) as workload_kind,
-        cast(null as {{ dbt.type_string() }}) as workload,
-        sum(chargeback_usd) as spend_usd
-    from showback
-    where namespace not in ({% for ns in excluded %}'{{ ns }}'{{ ", " if not loop.last }}{% endfor %})
-    group by day, team
-),
-
-workload_spend as (
-    select
-        day,
-        'workload' as scope_kind,
-        concat('workload:', cluster, '/', namespace, '/', coalesce(workload_kind, ''), '/', workload) as scope_id,
-        max(team) as team,
-        cluster as workload_cluster,
-        namespace,
-        workload_kind,
-        workload,
-        sum(total_cost_usd) as spend_usd
-    from workload_daily
-    group by day, cluster, namespace, workload_kind, workload
-),
-
 spend as (
-    select * from fleet_spend
-    union all
-    select * from team_spend
-    union all
-    select * from workload_spend
+    {{ budget_spend_lines('showback', ref('fct_workload_daily')) }}
 ),
 
 calendar as (
@@ -89,6 +38,30 @@ calendar as (
     from showback
 ),
 
+{%- if is_incremental() %}
+
+first_changed as (
+    -- the first day whose spend lines differ from the ones the live version was built from (table
+    -- _budget_spend_lines, macro record_budget_lines): a row of day d reads only lines of days <= d, so the
+    -- rows before that day are as a full build makes them. A line's spend is the same to 1e-12 relative
+    -- (a sum's last bits may change with the order of its rows). No record: every day.
+    {%- if record is not none %}
+    select min(coalesce(n.day, o.day)) as day
+    from spend as n
+    full outer join {{ record }} as o
+        on n.day = o.day and n.scope_kind = o.scope_kind and n.scope_id = o.scope_id
+        {%- for c in ['team', 'workload_cluster', 'namespace', 'workload_kind', 'workload'] %}
+        and n.{{ c }} is not distinct from o.{{ c }}
+        {%- endfor %}
+    where n.day is null or o.day is null
+       or not coalesce(abs(n.spend_usd - o.spend_usd) <= 1e-12 * greatest(abs(n.spend_usd), abs(o.spend_usd)),
+                       n.spend_usd is null and o.spend_usd is null)
+    {%- else %}
+    select min(day) as day from calendar
+    {%- endif %}
+),
+{%- endif %}
+
 calendar_days as (
     -- the calendar days in each day's trailing run-rate window, from the first day of the data
     select
@@ -98,6 +71,10 @@ calendar_days as (
         least({{ run_rate_days }}, {{ dbt.datediff('f.first_day', 'c.day', 'day') }} + 1) as run_rate_days
     from calendar as c
     cross join (select min(day) as first_day from calendar) as f
+    {%- if is_incremental() %}
+    cross join first_changed as fc
+    where c.day >= fc.day
+    {%- endif %}
 ),
 
 windows as (
