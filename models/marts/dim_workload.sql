@@ -5,13 +5,14 @@ with pods as (
 ),
 
 allocation as (
+    -- the span and totals of its pod-hours, off the per-day rows (int_workload_span_daily)
     select
         cluster, namespace, workload_kind, workload,
-        min(hour) as first_hour,
-        max(hour) as last_hour,
+        min(first_hour) as first_hour,
+        max(last_hour) as last_hour,
         sum(gpu_hours) as gpu_hours,
         sum(total_cost_usd) as total_cost_usd
-    from {{ ref('fct_gpu_allocation_hourly') }}
+    from {{ ref('int_workload_span_daily') }}
     group by 1, 2, 3, 4
 ),
 
