@@ -6,15 +6,15 @@
     team's own namespaces), workload (Σ its direct cost). `showback`, `workload_daily`: relations of
     fct_showback_daily and fct_workload_daily. -#}
 {%- set excluded = (var('shared_namespaces') | list) + ["(unallocated)", "(overhead)"] %}
+{%- set workload_columns = ['workload_cluster', 'namespace', 'workload_kind', 'workload'] %}
 select
     day,
     'fleet' as scope_kind,
     'fleet' as scope_id,
     cast(null as {{ dbt.type_string() }}) as team,
-    cast(null as {{ dbt.type_string() }}) as workload_cluster,
-    cast(null as {{ dbt.type_string() }}) as namespace,
-    cast(null as {{ dbt.type_string() }}) as workload_kind,
-    cast(null as {{ dbt.type_string() }}) as workload,
+    {%- for c in workload_columns %}
+    cast(null as {{ dbt.type_string() }}) as {{ c }},
+    {%- endfor %}
     sum(chargeback_usd) as spend_usd
 from {{ showback }}
 group by day
@@ -24,10 +24,9 @@ select
     'team' as scope_kind,
     concat('team:', team) as scope_id,
     team,
-    cast(null as {{ dbt.type_string() }}) as workload_cluster,
-    cast(null as {{ dbt.type_string() }}) as namespace,
-    cast(null as {{ dbt.type_string() }}) as workload_kind,
-    cast(null as {{ dbt.type_string() }}) as workload,
+    {%- for c in workload_columns %}
+    cast(null as {{ dbt.type_string() }}) as {{ c }},
+    {%- endfor %}
     sum(chargeback_usd) as spend_usd
 from {{ showback }}
 where namespace not in ({% for ns in excluded %}'{{ ns }}'{{ ", " if not loop.last }}{% endfor %})
