@@ -89,3 +89,28 @@
   {{ run_hooks(post_hooks, inside_transaction=False) }}
   {{ return({'relations': [target]}) }}
 {%- endmaterialization %}
+
+
+{#- The project's table materialisation on DuckDB. dbt-duckdb's builds the new table under a temporary
+    name, looks up and drops indexes, renames the old table to a backup, renames the new one into place
+    and drops the backup, with the Jinja for grants and docs besides: six statements and a few hundred
+    milliseconds of dbt's Python per table. The hourly build rebuilds about 15 small tables whole. Here
+    the old relation (a table or a view) is dropped and the new one created in one statement, in the
+    model's transaction: a reader of the build's copy sees one or the other, and a failure rolls both
+    back. SQL models only: no Python model is a table on DuckDB. -#}
+{% materialization table, adapter='duckdb', supported_languages=['sql'] -%}
+  {%- set existing = load_cached_relation(this) -%}
+  {%- set target = this.incorporate(type='table') -%}
+  {{ run_hooks(pre_hooks, inside_transaction=False) }}
+  {{ run_hooks(pre_hooks, inside_transaction=True) }}
+  {% call statement('main') -%}
+    {%- if existing is not none %}
+    drop {{ 'view' if existing.is_view else 'table' }} if exists {{ existing }};
+    {%- endif %}
+    {{ create_table_as(False, target, compiled_code) }}
+  {%- endcall %}
+  {{ run_hooks(post_hooks, inside_transaction=True) }}
+  {% do adapter.commit() %}
+  {{ run_hooks(post_hooks, inside_transaction=False) }}
+  {{ return({'relations': [target]}) }}
+{%- endmaterialization %}

@@ -1,4 +1,4 @@
-"""The project's incremental materialisation on DuckDB (macros/materializations.sql), in a tiny dbt
+"""The project's incremental and table materialisations on DuckDB (macros/materializations.sql), in a tiny dbt
 project that uses the real macro files: what it inserts and deletes, schema changes, Python models,
 the leftovers it must not leave, and the configurations it refuses.
 
@@ -134,3 +134,33 @@ def test_a_configuration_it_does_not_run_is_refused_by_name(tmp_path: Path, conf
     assert not res.success
     messages = " ".join(str(r.message) for r in res.result.results)
     assert "bad" in messages and named in messages and "materializations.sql" in messages
+
+
+TABLE_MODEL = """{{{{ config(materialized='{mat}') }}}}
+select * from (values {{% for k, v in var('rows') %}}({{{{ k }}}}, {{{{ v }}}}){{{{ ', ' if not loop.last }}}}{{% endfor %}}) as t(k, v)
+{{{{ "where cast('not a number' as integer) = k" if var('fail', false) }}}}
+"""
+
+
+def test_a_table_is_replaced_whole_and_a_failed_rebuild_keeps_the_old_one(tmp_path: Path) -> None:
+    proj = _project(tmp_path, {"t.sql": TABLE_MODEL.format(mat="table")})
+    assert _build(proj, {"rows": [[1, 10], [2, 20]]}).success
+    assert _build(proj, {"rows": [[3, 30]]}).success
+    assert _rows(tmp_path, "select k, v from t") == [(3, 30)]
+    failed = _build(proj, {"rows": [[4, 40]], "fail": True})
+    assert not failed.success
+    # the drop of the old table and the failed create were one transaction: the old rows are still there
+    assert _rows(tmp_path, "select k, v from t") == [(3, 30)]
+    assert [r[0] for r in _rows(tmp_path, "select table_name from duckdb_tables()")] == ["t"]
+
+
+def test_a_view_becomes_a_table_and_an_incremental_model_without_a_key_appends(tmp_path: Path) -> None:
+    proj = _project(tmp_path, {"t.sql": TABLE_MODEL.format(mat="view")})
+    assert _build(proj, {"rows": [[1, 10]]}).success
+    (proj / "models" / "t.sql").write_text(TABLE_MODEL.format(mat="table"))
+    assert _build(proj, {"rows": [[2, 20]]}).success
+    assert _rows(tmp_path, "select table_type from information_schema.tables where table_name = 't'") == [("BASE TABLE",)]
+    assert _rows(tmp_path, "select k, v from t") == [(2, 20)]
+    (proj / "models" / "t.sql").write_text(TABLE_MODEL.format(mat="incremental"))
+    assert _build(proj, {"rows": [[3, 30]]}).success  # an existing table, no unique key: rows appended
+    assert _rows(tmp_path, "select k, v from t order by k") == [(2, 20), (3, 30)]
