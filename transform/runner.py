@@ -23,7 +23,7 @@ from transform import schedule
 from transform.publish import BuildLocked, build_lock, discard, new_version, prepare, publish
 
 __all__ = ["BuildFailed", "BuildLocked", "BuildResult", "ManifestCache", "NodeResult", "PROJECT_DIR", "dbt_common_args", "dbt_environment", "dbt_vars",
-           "kept_staging_views", "project_files_digest", "run_build", "seed_digest", "use_manifest_cache"]
+           "forget_stale_parse", "kept_staging_views", "project_content_digest", "project_files_digest", "record_parse", "run_build", "seed_digest", "use_manifest_cache"]
 
 _FAILED = {"error", "fail", "runtime error"}
 _TEST_TYPES = {"test", "unit_test"}
@@ -166,10 +166,13 @@ def _parse(common: Sequence[str]) -> Any:
     reports what is wrong)."""
     from dbt.cli.main import dbtRunner
 
+    target = _target_path(common)
+    forget_stale_parse(target)
     try:
         res = dbtRunner().invoke(["parse", *common, "--quiet", "--no-write-json"])
     finally:
         _release_duckdb()
+        record_parse(target)
     return res.result if res.success else None
 
 
@@ -189,6 +192,56 @@ def project_files_digest(project_dir: Path = PROJECT_DIR) -> str:
             st = p.stat()
             h.update(f"{p.relative_to(project_dir)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     return h.hexdigest()
+
+
+PARSE_RECORD = "gpufinops-project.sha256"  # beside dbt's partial_parse.msgpack: the project it was parsed from
+
+
+def project_content_digest(project_dir: Path = PROJECT_DIR) -> str:
+    """sha256 of the dbt project's files by name and content (what its parse is made of)."""
+    h = hashlib.sha256()
+    for sub in ("dbt_project.yml", "profiles.yml", "models", "macros", "seeds", "tests/dbt"):
+        root = project_dir / sub
+        for p in [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()):
+            h.update(str(p.relative_to(project_dir)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def forget_stale_parse(target: Path, project_dir: Path = PROJECT_DIR) -> bool:
+    """Remove dbt's saved parse in ``target`` unless this code's last dbt invocation made it from
+    these project files; the next invocation then parses the project whole. True when one was removed.
+
+    dbt's partial parsing re-reads only the files whose checksums changed, and it does not always
+    apply what changed: after an upgrade that removed a post-hook from a Python model's YAML and
+    the macro it called, the next parse of the large bench home still carried the hook (twenty-second
+    session, docs/bench.md), and every build failed on the missing macro. A whole parse costs a few
+    seconds once per change of the project. The record (:data:`PARSE_RECORD`, written by
+    :func:`record_parse` after each invocation) holds the project's digest; a saved parse newer than
+    it was written by something else (another version of gpufinops on the same home)."""
+    record, saved = target / PARSE_RECORD, target / "partial_parse.msgpack"
+    try:
+        fresh = (record.read_text().strip() == project_content_digest(project_dir)
+                 and (not saved.exists() or saved.stat().st_mtime_ns <= record.stat().st_mtime_ns))
+    except OSError:
+        fresh = False
+    if fresh or not saved.exists():
+        return False
+    saved.unlink(missing_ok=True)
+    _log.info("the saved dbt parse in %s is not of these project files: parsing the project whole", target)
+    return True
+
+
+def record_parse(target: Path, project_dir: Path = PROJECT_DIR) -> None:
+    """After a dbt invocation: the saved parse in ``target`` is of these project files."""
+    target.mkdir(parents=True, exist_ok=True)
+    record = target / PARSE_RECORD
+    tmp = record.with_suffix(".tmp")
+    tmp.write_text(project_content_digest(project_dir) + "\n")
+    tmp.replace(record)
+
+
+def _target_path(args: Sequence[str]) -> Path:
+    return Path(args[list(args).index("--target-path") + 1])
 
 
 def _invoke(args: list[str], manifest: Any = None) -> tuple[bool, list[NodeResult], BaseException | None]:
@@ -527,6 +580,22 @@ def duckdb_threads(settings: Settings, *, whole: bool) -> int:
 
 
 def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
+         select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
+         extra_env: dict[str, str] | None = None, invariants_only: bool = False,
+         keep: Sequence[str] = ()) -> BuildResult:
+    """The build's dbt invocations (:func:`_dbt_invocations`), from a saved parse of these project
+    files only (:func:`forget_stale_parse`)."""
+    target = work / "target"
+    forget_stale_parse(target)
+    try:
+        return _dbt_invocations(settings, work, warehouse, variables, full_refresh=full_refresh, select=select,
+                                skip_seeds=skip_seeds, unit_tests=unit_tests, dbt_target=dbt_target, extra_env=extra_env,
+                                invariants_only=invariants_only, keep=keep)
+    finally:
+        record_parse(target)
+
+
+def _dbt_invocations(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
          select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
          extra_env: dict[str, str] | None = None, invariants_only: bool = False,
          keep: Sequence[str] = ()) -> BuildResult:
