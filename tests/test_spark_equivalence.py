@@ -38,6 +38,9 @@ DUCKDB_ONLY = [
 _PY_SYNTAX = {r"\blist\s*\(", r"\blen\s*\(", r"\blambda\b", r":="}
 # Where they may appear: inside the engine implementations (duckdb__, spark__) of the dispatch macros.
 _DISPATCH_DEF = re.compile(r"{%-?\s*macro\s+(?:duckdb|spark)__\w+.*?{%-?\s*endmacro\s*-?%}", re.S)
+# and inside a materialisation defined for one adapter (macros/materializations.sql)
+_ADAPTER_MATERIALIZATION = re.compile(r"{%-?\s*materialization\s+\w+\s*,\s*adapter\s*=\s*['\"](?:duckdb|spark)['\"].*?"
+                                      r"{%-?\s*endmaterialization\s*-?%}", re.S)
 _MACRO_CALL = re.compile(r"(\{\{-?\s*|macro\s+|set\s+\w+\s*=\s*)$")
 
 MARTS_SKIP = {"_build_window", "_late_windows"}  # bookkeeping, not a result
@@ -51,7 +54,7 @@ def _yml_sql(text: str) -> str:
 
 
 def _strip(text: str, python: bool) -> str:
-    text = _DISPATCH_DEF.sub("", text)
+    text = _ADAPTER_MATERIALIZATION.sub("", _DISPATCH_DEF.sub("", text))
     if python:
         return re.sub(r"#[^\n]*|\"\"\"[\s\S]*?\"\"\"", "", text)
     return re.sub(r"{#.*?#}|--[^\n]*", "", text, flags=re.S)
@@ -91,11 +94,13 @@ def test_the_check_finds_a_duckdb_only_function(tmp_path):
     # duckdb__ implementation of a dispatch macro is not
     bad = tmp_path / "m.sql"
     bad.write_text("select arg_max(a, b) from t qualify row_number() over () = 1\n"
-                   "{% macro duckdb__x(a) %}arg_max({{ a }}, 1){% endmacro %}\n")
+                   "{% macro duckdb__x(a) %}arg_max({{ a }}, 1){% endmacro %}\n"
+                   "{% materialization m, adapter='duckdb' %}duckdb_columns(){% endmaterialization %}\n"
+                   "{% materialization m, default %}typeof(a){% endmaterialization %}\n")
     global ROOT
     old, ROOT = ROOT, tmp_path
     try:
-        assert [f.split(": ")[1] for f in duckdb_only_uses([bad])] == ["arg_max(", "qualify"]
+        assert [f.split(": ")[1] for f in duckdb_only_uses([bad])] == ["arg_max(", "qualify", "typeof("]
         schema = tmp_path / "m.yml"
         schema.write_text("      description: rebuilt with delete+insert on DuckDB\n"
                           "      - expression_is_true:\n"

@@ -596,9 +596,9 @@ def _dbt(settings: Settings, work: Path, warehouse: Path, variables: dict[str, A
 
 
 def _dbt_invocations(settings: Settings, work: Path, warehouse: Path, variables: dict[str, Any], *, full_refresh: bool,
-         select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
-         extra_env: dict[str, str] | None = None, invariants_only: bool = False,
-         keep: Sequence[str] = ()) -> BuildResult:
+                     select: Sequence[str] | None, skip_seeds: bool, unit_tests: bool, dbt_target: str | None = None,
+                     extra_env: dict[str, str] | None = None, invariants_only: bool = False,
+                     keep: Sequence[str] = ()) -> BuildResult:
     common = dbt_common_args(work, variables, dbt_target)
     env = {**dbt_environment(settings, work, warehouse, full_refresh=full_refresh, select=select), **(extra_env or {})}
     # A whole DuckDB build makes every model first, longest remaining chain first, and tests after:
