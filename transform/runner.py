@@ -182,15 +182,21 @@ def use_manifest_cache(cache: ManifestCache | None) -> None:
     _manifest_cache = cache
 
 
+def _project_files(project_dir: Path) -> list[Path]:
+    """The files dbt parses the project from, in a fixed order."""
+    out: list[Path] = []
+    for sub in ("dbt_project.yml", "profiles.yml", "models", "macros", "seeds", "tests/dbt"):
+        root = project_dir / sub
+        out += [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    return out
+
+
 def project_files_digest(project_dir: Path = PROJECT_DIR) -> str:
     """A digest of the dbt project's files by name, size and modification time (cheap: no reads)."""
     h = hashlib.sha256()
-    for sub in ("dbt_project.yml", "profiles.yml", "models", "macros", "seeds", "tests/dbt"):
-        root = project_dir / sub
-        paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-        for p in paths:
-            st = p.stat()
-            h.update(f"{p.relative_to(project_dir)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    for p in _project_files(project_dir):
+        st = p.stat()
+        h.update(f"{p.relative_to(project_dir)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
     return h.hexdigest()
 
 
@@ -200,10 +206,8 @@ PARSE_RECORD = "gpufinops-project.sha256"  # beside dbt's partial_parse.msgpack:
 def project_content_digest(project_dir: Path = PROJECT_DIR) -> str:
     """sha256 of the dbt project's files by name and content (what its parse is made of)."""
     h = hashlib.sha256()
-    for sub in ("dbt_project.yml", "profiles.yml", "models", "macros", "seeds", "tests/dbt"):
-        root = project_dir / sub
-        for p in [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()):
-            h.update(str(p.relative_to(project_dir)).encode() + b"\0" + p.read_bytes() + b"\0")
+    for p in _project_files(project_dir):
+        h.update(str(p.relative_to(project_dir)).encode() + b"\0" + p.read_bytes() + b"\0")
     return h.hexdigest()
 
 
