@@ -363,7 +363,7 @@ def _drain_ffd(st: _State) -> None:
             continue
         st.open[c] = False
         todo = sorted((j for j in st.pods_on[c] if not st.ds[j]), key=lambda j: -_size_key(st, j))
-        done: list[tuple[int, int]] = []
+        log: _Log = []
         budget = st.moves_used()
         ok = True
         for j in todo:
@@ -375,13 +375,11 @@ def _drain_ffd(st: _State) -> None:
             if dest is None:
                 ok = False
                 break
-            done.append((j, st.assign[j]))
-            st.move(j, dest)
+            _logged_move(st, j, dest, log)
             if pdb is not None and st.orig[j] == c:
                 budget[pdb] = budget.get(pdb, 0) + 1
-        if not ok:
-            for j, src in reversed(done):
-                st.move(j, src)
+        if not ok:  # back onto the devices they held: a fresh best fit in reverse order may not find room
+            _undo(st, log)
             st.open[c] = True
 
 

@@ -454,9 +454,33 @@ def test_the_search_and_the_swaps_keep_the_state_exact(pool: tuple, repack_first
     for j in range(len(pods)):
         assert j in s.pods_on[s.assign[j]] and s.open[s.assign[j]]
         used[s.assign[j]] += s.req[j]
+        # every GPU pod holds its devices (a pod with none would vanish from the device check)
+        assert len(s.devs[j]) == (max(int(s.whole[j]), 1 if s.frac[j] > 0 else 0) if s.device_level[s.assign[j]] else 0)
         for g in s.devs[j]:
             free[s.assign[j], g] -= 1.0 if s.whole[j] > 0 else s.frac[j]
     assert np.allclose(used, s.used) and np.allclose(free, s.dev_free)
     assert sum(len(x) for x in s.pods_on) == len(pods)
     plan = _plan_of(s, nodes, pods, "search", 0)
     assert check_plan(nodes, pods, plan, cfg, {}) == []
+
+
+def test_a_drain_that_fails_puts_the_pods_back_on_the_devices_they_held() -> None:
+    """Found by the property test above: n2's shares (0.3 + 0.6 on one device, 0.5 + 0.3 on the
+    other) start to move to n3 and do not all fit; placed back one by one best fit, the 0.6 found
+    no device and the plan failed the device check. The rollback now restores the devices."""
+    import numpy as np
+
+    from recommender.packing import _drain_ffd, _State
+
+    nodes = [node("n0", cpu=8, gpus=4, model="T4"), node("n1", cpu=8, gpus=4, model="T4"),
+             node("n2", cpu=8, gpus=2, model="T4"), node("n3", cpu=8, gpus=2, model="T4")]
+    pods = [pod(f"n0p{k}", "n0", c, gpus=1, do_not_disrupt=True) for k, c in enumerate([1, 2, 3])]
+    pods += [pod(f"n1p{k}", "n1", 1, gpus=1, do_not_disrupt=True) for k in range(4)]
+    pods += [pod(f"n2p{k}", "n2", c, gpus=0, frac=f) for k, (c, f) in enumerate([(1, 0.3), (1, 0.5), (2, 0.6), (1, 0.3)])]
+    pods += [pod("n3p0", "n3", 1, gpus=0, frac=0.3), pod("n3p1", "n3", 2, gpus=0, frac=0.5)]
+    s = _State(nodes, pods, PackingSettings(), {})
+    before = ([list(d) for d in s.devs], s.dev_free.copy())
+    _drain_ffd(s)
+    assert all(s.devs[j] for j in range(7, len(pods)))  # every share holds a device
+    assert list(s.assign) == [0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3]  # nothing could drain
+    assert [list(d) for d in s.devs] == before[0] and np.allclose(s.dev_free, before[1])
