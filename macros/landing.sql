@@ -159,8 +159,7 @@
   {%- set files = lake_files(table, since_day) -%}
   {%- if files | length > 0 -%}
     {%- set source = (lake_glob_relation(table) if since_day is none else none) or parquet_files_relation(files) -%}
-    {%- set file_types = parquet_column_types(source) -%}
-    {%- set canonical = sql_type_names(cols | map(attribute=1) | list) -%}
+    {%- set file_types, canonical = parquet_column_types(source, cols | map(attribute=1) | list) -%}
     (select
       {%- for name, typ in cols %}
         {%- if file_types.get(name) == canonical[loop.index0] %} {{ adapter.quote(name) }}
@@ -409,41 +408,34 @@
 {%- endmacro %}
 
 
-{% macro parquet_column_types(source) -%}
-  {#- {column: engine type name} of a relation -#}
-  {{ return(adapter.dispatch('parquet_column_types', 'gpufinops')(source)) }}
+{% macro parquet_column_types(source, types) -%}
+  {#- ({column: engine type name} of a relation, [the engine's own spelling of each landing type in
+      `types`, as the first reports it]): a file column of the landing type is read as it is -#}
+  {{ return(adapter.dispatch('parquet_column_types', 'gpufinops')(source, types)) }}
 {%- endmacro %}
 
-{% macro duckdb__parquet_column_types(source) -%}
-  {%- set described = run_query("describe select * from " ~ source) -%}
+{% macro duckdb__parquet_column_types(source, types) -%}
+  {#- one query: the relation's columns and a typed null of each landing type, described together -#}
+  {%- set probes = [] -%}
+  {%- for typ in types -%}{%- do probes.append("cast(null as " ~ typ ~ ") as \"__gf_type_" ~ loop.index0 ~ "\"") -%}{%- endfor -%}
+  {%- set described = run_query("describe select *" ~ (", " ~ probes | join(", ") if probes else "") ~ " from " ~ source) -%}
   {%- set file_types = {} -%}
-  {%- for row in described.rows -%}{%- do file_types.update({row[0]: row[1]}) -%}{%- endfor -%}
-  {{ return(file_types) }}
+  {%- set canonical = [] -%}
+  {%- for row in described.rows -%}
+    {%- if loop.index0 < (described.rows | length) - (types | length) -%}{%- do file_types.update({row[0]: row[1]}) -%}
+    {%- else -%}{%- do canonical.append(row[1]) -%}
+    {%- endif -%}
+  {%- endfor -%}
+  {{ return([file_types, canonical]) }}
 {%- endmacro %}
 
-{% macro spark__parquet_column_types(source) -%}
+{% macro spark__parquet_column_types(source, types) -%}
   {%- set described = run_query("describe query select * from " ~ source) -%}
   {%- set file_types = {} -%}
   {%- for row in described.rows -%}{%- do file_types.update({row[0]: row[1] | replace(' ', '')}) -%}{%- endfor -%}
-  {{ return(file_types) }}
-{%- endmacro %}
-
-
-{% macro sql_type_names(types) -%}
-  {#- the engine's own spelling of each landing type (as parquet_column_types reports it) -#}
-  {{ return(adapter.dispatch('sql_type_names', 'gpufinops')(types)) }}
-{%- endmacro %}
-
-{% macro duckdb__sql_type_names(types) -%}
-  {%- set typeofs = [] -%}
-  {%- for typ in types -%}{%- do typeofs.append("typeof(cast(null as " ~ typ ~ "))") -%}{%- endfor -%}
-  {{ return(run_query("select " ~ typeofs | join(", ")).rows[0] | list) }}
-{%- endmacro %}
-
-{% macro spark__sql_type_names(types) -%}
   {%- set names = [] -%}
   {%- for typ in types -%}{%- do names.append(landing_type(typ) | replace(' ', '')) -%}{%- endfor -%}
-  {{ return(names) }}
+  {{ return([file_types, names]) }}
 {%- endmacro %}
 
 
