@@ -116,8 +116,8 @@ class Settings(BaseSettings):
     prometheus_token: SecretStr | None = None
     dq_on_failure: Literal["fail", "quarantine"] = "fail"
     # The data tests of an incremental (hourly) build: `invariants` runs the singular tests only
-    # (tests/dbt: conservation per cluster-hour, showback and FOCUS sums, daily = hourly) on the
-    # rebuilt window; `all` adds every generic test (unique, not-null, ranges, accepted values).
+    # (tests/dbt: conservation per cluster-hour, showback and FOCUS sums, daily = hourly, pod keys one to
+    # one) on the rebuilt window; `all` adds every generic test (unique, not-null, ranges, accepted values).
     # `build --full` and `build --all-tests` (the nightly CronJob) always run all of them.
     hourly_tests: Literal["invariants", "all"] = "invariants"
     # DuckDB's memory_limit for dbt (beyond it DuckDB spills to disk where it can): a full build, and

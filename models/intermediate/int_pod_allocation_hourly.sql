@@ -1,4 +1,5 @@
 {{ incremental_by(['cluster', 'hour']) }}
+{{ config(pre_hook="{{ joins_as_written() }}", post_hook="{{ planner_defaults() }}") }}
 -- One row per pod per hour on a node: its GPU-equivalent (DESIGN §3), the resource that
 -- determined it, and allocated GPU-hours A = gpu_equiv × covered hours. Pods not bound to a node
 -- are not here (int_pending_pods_hourly counts them).
@@ -10,6 +11,8 @@
 -- A table, incremental per cluster-hour, not a view: four models read it (the cost chain under
 -- fct_gpu_allocation_hourly twice, the capacity input, fct_pods_latest), and each read of a view
 -- evaluated the whole join again.
+-- Its joins build on their right sides as written (macro joins_as_written): DuckDB put the pod-hours
+-- into the hash table of the MIG layout lookup.
 
 with pods_hourly as (
     select * from {{ ref('int_pods_hourly') }} as src

@@ -6,8 +6,12 @@
 -- measured_gpu_hours = A when the pod-hour has DCGM samples, else 0: unmeasured hours are counted
 -- (unmeasured_gpu_hours), never read as 0 % or 100 % busy.
 
+-- Joined to the utilisation and the container usage by the hour and the pod's 64-bit key (macro key_hash,
+-- as int_pod_utilization_hourly), not by (cluster, namespace, pod).
+
 with allocation as (
-    select * from {{ ref('int_pod_allocation_hourly') }}
+    select *, {{ key_hash(['cluster', 'namespace', 'pod']) }} as pod_key
+    from {{ ref('int_pod_allocation_hourly') }}
 ),
 
 utilization as (
@@ -15,7 +19,8 @@ utilization as (
 ),
 
 usage as (
-    select * from {{ ref('int_container_usage_hourly') }}
+    select *, {{ key_hash(['cluster', 'namespace', 'pod']) }} as pod_key
+    from {{ ref('int_container_usage_hourly') }}
 ),
 
 node_costs as (
@@ -37,9 +42,9 @@ joined as (
         n.capacity_type
     from allocation as a
     left join utilization as u
-        on a.cluster = u.cluster and a.hour = u.hour and a.namespace = u.namespace and a.pod = u.pod
+        on a.hour = u.hour and a.pod_key = u.pod_key
     left join usage as us
-        on a.cluster = us.cluster and a.hour = us.hour and a.namespace = us.namespace and a.pod = us.pod
+        on a.hour = us.hour and a.pod_key = us.pod_key
     left join node_costs as n
         on a.cluster = n.cluster and a.hour = n.hour and a.node = n.node
 ),

@@ -7,37 +7,42 @@
 -- Only pods whose series overlap in time share: each other pod's equivalent counts in proportion
 -- to the part of this pod's time in the hour it overlaps ([first_ts, last_ts] + one sample
 -- interval), so two pods that hand a GPU over at :20 each keep their own busy time.
+-- Joined and grouped by the hour and two 64-bit keys (macro key_hash; models/README.md "Pod keys"): the pod's
+-- (cluster, namespace, pod) and the device's (cluster, hostname, device_id, mig_instance), not by those
+-- text columns (the allocation mart at 1,000 nodes: 18 -> 12 CPU-s alone). Test pod_keys_one_to_one.
 
 with usage as {{ not_materialized() }} (
     -- read twice (pod_devices, matched), scanned twice rather than materialised: the allocation mart
     -- alone at 1,000 nodes, a 0.85 GB lower peak and no more CPU (docs/bench.md)
-    select * from {{ ref('int_gpu_usage_hourly') }}
+    select *,
+           {{ key_hash(['cluster', 'namespace', 'pod']) }} as pod_key,
+           {{ key_hash(['cluster', 'hostname', 'device_id', 'mig_instance']) }} as device_key
+    from {{ ref('int_gpu_usage_hourly') }}
     where pod is not null and samples > 0
 ),
 
 allocation as (
     -- a pod name may be reused by a new UID within the hour: match the name once, summing
-    select cluster, hour, namespace, pod, sum(gpu_equiv) as gpu_equiv
+    select hour, {{ key_hash(['cluster', 'namespace', 'pod']) }} as pod_key, sum(gpu_equiv) as gpu_equiv
     from {{ ref('int_pod_allocation_hourly') }}
     where gpu_equiv > 0
-    group by cluster, hour, namespace, pod
+    group by hour, {{ key_hash(['cluster', 'namespace', 'pod']) }}
 ),
 
 pod_devices as (
     -- the device series of each pod-hour (a GROUP BY and a join: the window count it replaced took 3 of the
     -- allocation mart's 21 CPU-seconds at 1,000 nodes)
-    select cluster, hour, namespace, pod, count(*) as devices
+    select hour, pod_key, count(*) as devices
     from usage
-    group by cluster, hour, namespace, pod
+    group by hour, pod_key
 ),
 
 matched as (
     select
         u.cluster,
         u.hour,
-        u.hostname,
-        u.device_id,
-        u.mig_instance,
+        u.pod_key,
+        u.device_key,
         u.is_mig,
         u.namespace,
         u.pod,
@@ -49,9 +54,9 @@ matched as (
         d.devices
     from usage as u
     inner join allocation as a
-        on u.cluster = a.cluster and u.hour = a.hour and u.namespace = a.namespace and u.pod = a.pod
+        on u.hour = a.hour and u.pod_key = a.pod_key
     inner join pod_devices as d
-        on u.cluster = d.cluster and u.hour = d.hour and u.namespace = d.namespace and u.pod = d.pod
+        on u.hour = d.hour and u.pod_key = d.pod_key
 ),
 
 device_share as (
@@ -65,8 +70,10 @@ device_share as (
 
 shared as (
     select
-        p.cluster, p.hour, p.hostname, p.device_id, p.mig_instance, p.is_mig, p.namespace, p.pod,
-        p.utilization, p.samples, p.gpu_equiv, p.devices,
+        p.hour, p.pod_key, p.device_key,
+        -- one row of p per group: its other columns as they are
+        any_value(p.cluster) as cluster, any_value(p.namespace) as namespace, any_value(p.pod) as pod,
+        any_value(p.is_mig) as is_mig, any_value(p.utilization) as utilization, any_value(p.samples) as samples,
         sum(
             q.device_equiv * case
                 when p.first_ts is null or q.first_ts is null then 1.0  -- times unknown: assume concurrent
@@ -77,10 +84,8 @@ shared as (
         ) as device_equiv_sum
     from device_share as p
     inner join device_share as q
-        on p.cluster = q.cluster and p.hour = q.hour and p.hostname = q.hostname
-        and p.device_id = q.device_id and p.mig_instance = q.mig_instance
-    group by p.cluster, p.hour, p.hostname, p.device_id, p.mig_instance, p.is_mig, p.namespace, p.pod,
-             p.utilization, p.samples, p.gpu_equiv, p.devices
+        on p.hour = q.hour and p.device_key = q.device_key
+    group by p.hour, p.pod_key, p.device_key
 ),
 
 per_device as (
@@ -95,15 +100,16 @@ per_device as (
 
 final as (
     select
-        cluster,
         hour,
-        namespace,
-        pod,
+        pod_key,
+        any_value(cluster) as cluster,
+        any_value(namespace) as namespace,
+        any_value(pod) as pod,
         avg(pod_device_utilization) as utilization,
         count(*) as devices,
         sum(samples) as samples
     from per_device
-    group by cluster, hour, namespace, pod
+    group by hour, pod_key
 )
 
 select * from final

@@ -1,0 +1,33 @@
+-- int_pod_utilization_hourly and int_pod_costs_hourly join pods and GPU devices by the hour and a 64-bit
+-- hash of their identity (macro key_hash): a pod's (cluster, namespace, pod), a device's (cluster,
+-- hostname, device_id, mig_instance). Two identities that shared a key would have their rows joined to
+-- each other's. Returns every key that more than one identity of the inputs has (any hour, not only the
+-- same one: a stronger check, and cheaper, on each input's distinct identities). None is expected (with
+-- 64-bit keys, ~1e-9 for a million identities). An incremental build checks the rows it rebuilt
+-- (macros/test_window.sql).
+
+with pods as (
+    select distinct cluster, namespace, pod from {{ windowed(ref('int_pod_allocation_hourly')) }} as a
+    union
+    select distinct cluster, namespace, pod from {{ windowed(ref('int_gpu_usage_hourly')) }} as g
+    where pod is not null
+    union
+    select distinct cluster, namespace, pod from {{ windowed(ref('int_container_usage_hourly')) }} as c
+),
+
+devices as (
+    select distinct cluster, hostname, device_id, mig_instance
+    from {{ windowed(ref('int_gpu_usage_hourly')) }} as g
+    where pod is not null
+),
+
+keys as (
+    select 'pod' as kind, {{ key_hash(['cluster', 'namespace', 'pod']) }} as key_value from pods
+    union all
+    select 'device' as kind, {{ key_hash(['cluster', 'hostname', 'device_id', 'mig_instance']) }} as key_value from devices
+)
+
+select kind, key_value, count(*) as identities
+from keys
+group by kind, key_value
+having count(*) > 1
