@@ -319,8 +319,11 @@
       the MIG layouts of a pod's GPUs (none in most fleets) was estimated at ~45 M rows against the
       ~0.9 M pod-hours, so every pod-hour went into a hash table probed by no row (the 1,000-node
       month: 6.3 -> 3.8 CPU-s alone, the same rows; docs/bench.md). Pair it with
-      planner_defaults() as the post-hook: DuckDB's settings last for the connection, which dbt's
-      thread reuses for its next model. Nothing on engines without that planner pass. -#}
+      planner_defaults() as the post-hook. DuckDB's disabled_optimizers is a GLOBAL setting of the
+      database instance: it lasts until reset, for dbt's next model on the thread, and while it is on, a
+      model that the other dbt thread plans meanwhile plans its joins as written too. Either plan gives
+      the same rows; only the time differs (the other large models: within 1 CPU-s either way). Nothing
+      on engines without that planner pass. -#}
   {{ return(adapter.dispatch('joins_as_written', 'gpufinops')()) }}
 {%- endmacro %}
 {% macro default__joins_as_written() -%}{%- endmacro %}
