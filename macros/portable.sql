@@ -304,34 +304,11 @@
 {% macro key_hash(columns) -%}
   {#- a 64-bit hash of the columns (nulls included). Two uses: to find rows whose key no other row
       shares (equal hashes are then resolved by the columns themselves, test unique_combination), and as
-      the join key of pods and devices in int_pod_utilization_hourly / int_pod_costs_hourly, which
+      the join key of pods and devices in int_pod_utilization_hourly, int_pod_costs_hourly and
+      int_pod_allocation_hourly's MIG layout lookup, which
       tests/dbt/assert_pod_keys_one_to_one checks no two identities share -#}
   {{ return(adapter.dispatch('key_hash', 'gpufinops')(columns)) }}
 {%- endmacro %}
 {% macro duckdb__key_hash(columns) -%}hash({{ columns | join(', ') }}){%- endmacro %}
 {% macro spark__key_hash(columns) -%}xxhash64({{ columns | join(', ') }}){%- endmacro %}
 
-
-{% macro joins_as_written() -%}
-  {#- A pre-hook: the model's hash joins build on the side its SQL puts on the right (a LEFT JOIN's
-      lookup table), not the side DuckDB's cardinality estimates call smaller. Estimates through views,
-      filters and GROUP BYs can be off by orders of magnitude: int_pod_allocation_hourly's lookup of
-      the MIG layouts of a pod's GPUs (none in most fleets) was estimated at ~45 M rows against the
-      ~0.9 M pod-hours, so every pod-hour went into a hash table probed by no row (the 1,000-node
-      month: 6.3 -> 3.8 CPU-s alone, the same rows; docs/bench.md). Pair it with
-      planner_defaults() as the post-hook. DuckDB's disabled_optimizers is a GLOBAL setting of the
-      database instance: it lasts until reset, for dbt's next model on the thread, and while it is on, a
-      model that the other dbt thread plans meanwhile plans its joins as written too. Either plan gives
-      the same rows; only the time differs (the other large models: within 1 CPU-s either way). Nothing
-      on engines without that planner pass. -#}
-  {{ return(adapter.dispatch('joins_as_written', 'gpufinops')()) }}
-{%- endmacro %}
-{% macro default__joins_as_written() -%}{%- endmacro %}
-{% macro duckdb__joins_as_written() -%}set disabled_optimizers = 'build_side_probe_side'{%- endmacro %}
-
-{% macro planner_defaults() -%}
-  {#- The post-hook of a model with joins_as_written(): the planner as every other model has it. -#}
-  {{ return(adapter.dispatch('planner_defaults', 'gpufinops')()) }}
-{%- endmacro %}
-{% macro default__planner_defaults() -%}{%- endmacro %}
-{% macro duckdb__planner_defaults() -%}reset disabled_optimizers{%- endmacro %}

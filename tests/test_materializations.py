@@ -165,19 +165,3 @@ def test_a_view_becomes_a_table_and_an_incremental_model_without_a_key_appends(t
     assert _build(proj, {"rows": [[3, 30]]}).success  # an existing table, no unique key: rows appended
     assert _rows(tmp_path, "select k, v from t order by k") == [(2, 20), (3, 30)]
 
-
-PLANNED = """{{ config(materialized='table', pre_hook="{{ joins_as_written() }}", post_hook="{{ planner_defaults() }}") }}
-select current_setting('disabled_optimizers') as setting
-"""
-AFTER = """{{ config(materialized='table') }}
-select current_setting('disabled_optimizers') as setting, (select count(*) from {{ ref('planned') }}) as n
-"""
-
-
-def test_a_model_that_plans_its_joins_as_written_leaves_the_planner_as_it_was(tmp_path: Path) -> None:
-    """macros/portable.sql joins_as_written / planner_defaults: the model's own query runs without DuckDB's
-    build-side pass, and the next model on the same dbt thread (one thread here) runs with it again."""
-    proj = _project(tmp_path, {"planned.sql": PLANNED, "after.sql": AFTER})
-    assert _build(proj, {}).success
-    assert _rows(tmp_path, "select setting from planned") == [("build_side_probe_side",)]
-    assert _rows(tmp_path, "select setting, n from after") == [("", 1)]
