@@ -305,10 +305,9 @@
   {#- a 64-bit hash of the columns (nulls included). Two uses: to find rows whose key no other row
       shares (equal hashes are then resolved by the columns themselves, test unique_combination), and as
       the join key of pods and devices in int_pod_utilization_hourly, int_pod_costs_hourly and
-      int_pod_allocation_hourly's MIG layout lookup, which
-      tests/dbt/assert_pod_keys_one_to_one checks no two identities share -#}
+      int_pod_allocation_hourly's MIG layout lookup, which tests/dbt/assert_pod_keys_one_to_one checks no
+      two identities share -#}
   {{ return(adapter.dispatch('key_hash', 'gpufinops')(columns)) }}
 {%- endmacro %}
 {% macro duckdb__key_hash(columns) -%}hash({{ columns | join(', ') }}){%- endmacro %}
 {% macro spark__key_hash(columns) -%}xxhash64({{ columns | join(', ') }}){%- endmacro %}
-

@@ -164,4 +164,3 @@ def test_a_view_becomes_a_table_and_an_incremental_model_without_a_key_appends(t
     (proj / "models" / "t.sql").write_text(TABLE_MODEL.format(mat="incremental"))
     assert _build(proj, {"rows": [[3, 30]]}).success  # an existing table, no unique key: rows appended
     assert _rows(tmp_path, "select k, v from t order by k") == [(2, 20), (3, 30)]
-

@@ -1,8 +1,7 @@
--- int_pod_utilization_hourly, int_pod_costs_hourly and int_pod_allocation_hourly (its MIG layout lookup) join
--- pods and GPU devices by the hour and a 64-bit
--- hash of their identity (macro key_hash): a pod's (cluster, namespace, pod), a device's (cluster,
--- hostname, device_id, mig_instance). Two identities that shared a key would have their rows joined to
--- each other's. Returns every key that more than one identity of the inputs has (any hour, not only the
+-- int_pod_utilization_hourly, int_pod_costs_hourly and int_pod_allocation_hourly (its MIG layout lookup)
+-- join pods and GPU devices by the hour and a 64-bit hash of their identity (macro key_hash): a pod's
+-- (cluster, namespace, pod), a device's (cluster, hostname, device_id, mig_instance). Two identities that
+-- shared a key would have their rows joined to each other's. Returns every key that more than one identity of the inputs has (any hour, not only the
 -- same one: a stronger check, and cheaper, on each input's distinct identities). None is expected (with
 -- 64-bit keys, ~1e-9 for a million identities). An incremental build checks the rows it rebuilt
 -- (macros/test_window.sql).
