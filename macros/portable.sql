@@ -311,3 +311,18 @@
 {%- endmacro %}
 {% macro duckdb__key_hash(columns) -%}hash({{ columns | join(', ') }}){%- endmacro %}
 {% macro spark__key_hash(columns) -%}xxhash64({{ columns | join(', ') }}){%- endmacro %}
+
+
+{% macro pod_key(alias=none) -%}
+  {#- A pod's join key in the allocation chain: key_hash of its identity (cluster, namespace, pod), of
+      the relation `alias` when given. One definition, so that both sides of every join hash the same
+      columns in the same order (tests/dbt/assert_pod_keys_one_to_one). -#}
+  {%- set p = alias ~ '.' if alias else '' -%}
+  {{ key_hash([p ~ 'cluster', p ~ 'namespace', p ~ 'pod']) }}
+{%- endmacro %}
+
+{% macro device_key(alias=none) -%}
+  {#- A GPU device's (or MIG instance's) join key: key_hash of (cluster, hostname, device_id, mig_instance). -#}
+  {%- set p = alias ~ '.' if alias else '' -%}
+  {{ key_hash([p ~ 'cluster', p ~ 'hostname', p ~ 'device_id', p ~ 'mig_instance']) }}
+{%- endmacro %}

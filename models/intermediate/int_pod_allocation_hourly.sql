@@ -52,7 +52,7 @@ node_dcgm_layouts as (
 
 pod_dcgm_layouts as (
     -- the layouts of the GPUs a pod's MIG instances are on (mean when it has several)
-    select u.hour, {{ key_hash(['u.cluster', 'u.namespace', 'u.pod']) }} as pod_key,
+    select u.hour, {{ pod_key('u') }} as pod_key,
            avg(l.layout_slices) as dcgm_layout_slices
     from {{ ref('int_gpu_usage_hourly') }} as u
     inner join gpu_layouts as l
@@ -61,7 +61,7 @@ pod_dcgm_layouts as (
     {%- if is_incremental() %}
     and {{ incremental_since('u.hour', cluster='u.cluster') }}
     {%- endif %}
-    group by u.hour, {{ key_hash(['u.cluster', 'u.namespace', 'u.pod']) }}
+    group by u.hour, {{ pod_key('u') }}
 ),
 
 family_balanced as (
@@ -129,7 +129,7 @@ with_mig as (
         on j.gpu_family = fb.gpu_family
     left join pod_dcgm_layouts as pd
         on j.mig_profile is not null and j.hour = pd.hour
-        and {{ key_hash(['j.cluster', 'j.namespace', 'j.pod']) }} = pd.pod_key
+        and {{ pod_key('j') }} = pd.pod_key
     left join node_dcgm_layouts as nd
         on j.mig_profile is not null and j.cluster = nd.cluster and j.hour = nd.hour and j.node = nd.node
 ),

@@ -10,7 +10,7 @@
 -- as int_pod_utilization_hourly), not by (cluster, namespace, pod).
 
 with allocation as (
-    select *, {{ key_hash(['cluster', 'namespace', 'pod']) }} as pod_key
+    select *, {{ pod_key() }} as pod_key
     from {{ ref('int_pod_allocation_hourly') }}
 ),
 
@@ -19,7 +19,7 @@ utilization as (
 ),
 
 usage as (
-    select *, {{ key_hash(['cluster', 'namespace', 'pod']) }} as pod_key
+    select *, {{ pod_key() }} as pod_key
     from {{ ref('int_container_usage_hourly') }}
 ),
 

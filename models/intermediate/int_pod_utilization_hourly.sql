@@ -15,18 +15,18 @@ with usage as {{ not_materialized() }} (
     -- read twice (pod_devices, matched), scanned twice rather than materialised: the allocation mart
     -- alone at 1,000 nodes, a 0.85 GB lower peak and no more CPU (docs/bench.md)
     select *,
-           {{ key_hash(['cluster', 'namespace', 'pod']) }} as pod_key,
-           {{ key_hash(['cluster', 'hostname', 'device_id', 'mig_instance']) }} as device_key
+           {{ pod_key() }} as pod_key,
+           {{ device_key() }} as device_key
     from {{ ref('int_gpu_usage_hourly') }}
     where pod is not null and samples > 0
 ),
 
 allocation as (
     -- a pod name may be reused by a new UID within the hour: match the name once, summing
-    select hour, {{ key_hash(['cluster', 'namespace', 'pod']) }} as pod_key, sum(gpu_equiv) as gpu_equiv
+    select hour, {{ pod_key() }} as pod_key, sum(gpu_equiv) as gpu_equiv
     from {{ ref('int_pod_allocation_hourly') }}
     where gpu_equiv > 0
-    group by hour, {{ key_hash(['cluster', 'namespace', 'pod']) }}
+    group by hour, {{ pod_key() }}
 ),
 
 pod_devices as (

@@ -1,10 +1,10 @@
 -- int_pod_utilization_hourly, int_pod_costs_hourly and int_pod_allocation_hourly (its MIG layout lookup)
--- join pods and GPU devices by the hour and a 64-bit hash of their identity (macro key_hash): a pod's
--- (cluster, namespace, pod), a device's (cluster, hostname, device_id, mig_instance). Two identities that
--- shared a key would have their rows joined to each other's. Returns every key that more than one identity of the inputs has (any hour, not only the
--- same one: a stronger check, and cheaper, on each input's distinct identities). None is expected (with
--- 64-bit keys, ~1e-9 for a million identities). An incremental build checks the rows it rebuilt
--- (macros/test_window.sql).
+-- join pods and GPU devices by the hour and a 64-bit hash of their identity (macros pod_key, device_key):
+-- a pod's (cluster, namespace, pod), a device's (cluster, hostname, device_id, mig_instance). Two
+-- identities that shared a key would have their rows joined to each other's. Returns every key that more
+-- than one identity of the inputs has (any hour, not only the same one: a stronger check, and cheaper, on
+-- each input's distinct identities). None is expected (with 64-bit keys, ~1e-9 for a million
+-- identities). An incremental build checks the rows it rebuilt (macros/test_window.sql).
 
 with pods as (
     select distinct cluster, namespace, pod from {{ windowed(ref('int_pod_allocation_hourly')) }} as a
@@ -22,9 +22,9 @@ devices as (
 ),
 
 keys as (
-    select 'pod' as kind, {{ key_hash(['cluster', 'namespace', 'pod']) }} as key_value from pods
+    select 'pod' as kind, {{ pod_key() }} as key_value from pods
     union all
-    select 'device' as kind, {{ key_hash(['cluster', 'hostname', 'device_id', 'mig_instance']) }} as key_value from devices
+    select 'device' as kind, {{ device_key() }} as key_value from devices
 )
 
 select kind, key_value, count(*) as identities
