@@ -85,9 +85,18 @@ def test_the_hour_two_files_hold_counts_every_sample_once(builds, which):
     cpu = _rows(s, "select hour, round(cpu_usage_cores, 9) from int_container_usage_hourly "
                    "where pod = 'train-a' order by hour")
     assert cpu == [(lake.T0.replace(tzinfo=None), 3.0), (HOUR2.replace(tzinfo=None), round((3.0 + EXTRA_CPU) / 2, 9))]
+    # the VPA evidence: the container's two parts of the second hour are one pod, whose memory peak
+    # counts once (the larger file's), and whose CPU samples all count
+    vpa = _rows(s, "select hour, samples, pods, list_sum([e.n for e in cpu_hist]), list_sum([e.n for e in memory_hist]), "
+                   "memory_peak_bytes from fct_container_usage_hourly where namespace = 'ml' and container = 'main' "
+                   "order by hour")
+    assert [(h, n, pods, cpu_n, mem_n) for h, n, pods, cpu_n, mem_n, _ in vpa] == [
+        (lake.T0.replace(tzinfo=None), 60, 1, 60, 1), (HOUR2.replace(tzinfo=None), 120, 1, 120, 1)]
+    assert vpa[1][5] == 5.0 * lake.GIB
 
 
 def test_incremental_equals_full_with_an_hour_in_two_files(builds):
     inc, full = builds
     assert_same_tables(inc.warehouse_path, full.warehouse_path,
-                       {"int_gpu_usage_hourly", "fct_gpu_device_evidence_hourly", "int_container_usage_hourly"})
+                       {"int_gpu_usage_hourly", "fct_gpu_device_evidence_hourly", "int_container_usage_hourly",
+                        "fct_container_usage_hourly"})
