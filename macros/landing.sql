@@ -182,7 +182,7 @@
   {#- The hourly rollups whose scans carry `source_file`, the Parquet file each row came from: a rollup
       file holds each of its keys once, so an hour that only one file holds needs no merge (macro
       multi_file_hours). -#}
-  {{ return(['gpu_samples_hourly', 'container_usage_hourly']) }}
+  {{ return(['gpu_samples_hourly', 'container_usage_hourly', 'serving_requests_hourly']) }}
 {%- endmacro %}
 
 {% macro source_file_column() -%}
