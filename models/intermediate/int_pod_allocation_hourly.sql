@@ -10,7 +10,7 @@
 -- A table, incremental per cluster-hour, not a view: four models read it (the cost chain under
 -- fct_gpu_allocation_hourly twice, the capacity input, fct_pods_latest), and each read of a view
 -- evaluated the whole join again.
--- The MIG layout lookup of a pod's GPUs joins by the hour and the pod's 64-bit key (macro key_hash, as
+-- The MIG layout lookup of a pod's GPUs joins by the hour and the pod's 64-bit key (macro pod_key, as
 -- int_pod_utilization_hourly): DuckDB estimated that lookup (empty without MIG) at ~45 M rows and hashed
 -- every pod-hour's text identity into its join (1,000 nodes: 6.3-6.9 -> 4.2-4.4 CPU-s alone).
 

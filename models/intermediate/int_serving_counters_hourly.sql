@@ -16,6 +16,7 @@
 
 {%- set counters = ['requests', 'prompt_tokens', 'generation_tokens'] %}
 {%- set series = 'cluster, namespace, pod, model' %}
+{%- set series_hour = 'cluster, hour, namespace, pod, model' %}
 {#- a table from before this model kept its last parts is rebuilt whole, once -#}
 {%- set resume = is_incremental() and execute and 'last_part_ts' in relation_column_names(this) %}
 
@@ -94,21 +95,10 @@ flagged as (
         on j.cluster = m.cluster and j.hour = m.hour
 ),
 
-single as (
-    select * from flagged where not several_files
-),
-
-several as (
-    select * from flagged where several_files
-),
-
 final as (
+    -- a series-hour held by one part (an hour one file holds): the part as it is
     select
-        cluster,
-        hour,
-        namespace,
-        pod,
-        model,
+        {{ series_hour }},
         {%- for c in counters %}
         case when {{ c }}_inc is not null or {{ c }}_into is not null
              then coalesce({{ c }}_inc, 0) + coalesce({{ c }}_into, 0) end as {{ c }},
@@ -118,15 +108,12 @@ final as (
         {%- for c in counters %}
         {{ c }}_last{{ ',' if not loop.last }}
         {%- endfor %}
-    from single
-    where not is_carry
+    from flagged
+    where not several_files and not is_carry
     union all
+    -- the parts of an hour several files hold, summed
     select
-        cluster,
-        hour,
-        namespace,
-        pod,
-        model,
+        {{ series_hour }},
         {%- for c in counters %}
         -- null only when every sample's increase is null (sum() of the per-sample increases)
         case when count({{ c }}_inc) + count({{ c }}_into) > 0
@@ -138,9 +125,9 @@ final as (
         {%- for c in counters %}
         {{ last_by(c ~ '_last', 'first_ts') }} as {{ c }}_last{{ ',' if not loop.last }}
         {%- endfor %}
-    from several
-    where not is_carry
-    group by cluster, hour, namespace, pod, model
+    from flagged
+    where several_files and not is_carry
+    group by {{ series_hour }}
 )
 
 select * from final
