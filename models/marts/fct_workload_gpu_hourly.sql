@@ -4,8 +4,9 @@
 -- Recommender evidence per GPU workload and hour: every workload-hour that held GPUs
 -- (fct_gpu_allocation_hourly, gpu_hours > 0: its GPU-hours and cost) with its DCGM evidence summed
 -- over its pods and devices (int_workload_gpu_evidence_hourly): samples, mean / p50 / p95 / max
--- utilisation, mean / p50 / p95 / max framebuffer used, the device framebuffer, and the merged
--- histograms. An hour without samples has samples = 0 and null utilisation: unmeasured, never 0 %.
+-- utilisation, mean / max framebuffer used, the device framebuffer, and the merged utilisation
+-- histogram (a window's framebuffer quantiles: gpu_workload_evidence_window, from the device rows).
+-- An hour without samples has samples = 0 and null utilisation: unmeasured, never 0 %.
 
 with allocation as (
     select * from {{ ref('fct_gpu_allocation_hourly') }} as src
@@ -65,12 +66,9 @@ final as (
         e.util_p95,
         e.util_max,
         e.fb_used_mean_mib,
-        e.fb_used_p50_mib,
-        e.fb_used_p95_mib,
         e.fb_used_max_mib,
         e.fb_total_mib,
-        coalesce(e.util_hist, {{ empty_list_of_pairs() }}) as util_hist,
-        coalesce(e.fb_hist, {{ empty_list_of_pairs() }}) as fb_hist
+        coalesce(e.util_hist, {{ empty_list_of_pairs() }}) as util_hist
     from workload_hours as w
     left join evidence as e
         on w.cluster = e.cluster and w.namespace = e.namespace and w.workload = e.workload and w.hour = e.hour
