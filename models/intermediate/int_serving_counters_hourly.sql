@@ -87,8 +87,8 @@ multi_file as {{ multi_file_hours('new_parts') }},
 
 flagged as (
     -- the rows flagged by a left join, not split by an anti and a semi join (macro file_hour_rows):
-    -- DuckDB built those joins' hash tables on the 2.2 M window rows, not on the short list
-    -- (1,000 nodes × 30 days, alone: 6.0 -> 4.3 CPU-s, peak 2.2 -> 1.0 GB)
+    -- DuckDB built those joins' hash tables on the 2.2 M window rows, not on the short list (the
+    -- model alone at 1,000 nodes × 30 days, docs/bench.md: 6.1 -> 4.0-4.2 CPU-s, peak 1.5 -> 1.0 GB)
     select j.*, m.cluster is not null as several_files
     from joined as j
     left join multi_file as m
