@@ -23,19 +23,8 @@ create or replace macro {{ this.schema }}.gpu_workload_evidence_window(window_st
   with h as (
       select * from {{ this }} where hour >= window_start and hour < window_end
   ),
-  fb_rows as (
-      -- the framebuffer lists of the device rows of those workload-hours: the mart keeps no merged
-      -- framebuffer list per workload-hour (int_workload_gpu_evidence_hourly), and merging every
-      -- device-hour of the window at once is the same merge (counts add)
-      select d.cluster, d.namespace, d.workload, d.fb_hist
-      from {{ ref('fct_gpu_device_evidence_hourly').include(database=false) }} as d
-      inner join h on d.cluster = h.cluster and d.namespace = h.namespace and d.workload = h.workload and d.hour = h.hour
-      where d.hour >= window_start and d.hour < window_end
-  ),
   util_merged as {{ hist_list(hist_bucket_sums('h', wl, 'util_hist'), wl) }},
-  fb_merged as {{ hist_list(hist_bucket_sums('fb_rows', wl, 'fb_hist'), wl) }},
   uq as {{ hist_quantiles('util_merged', wl, {'p50': 0.5, 'p95': 0.95}) }},
-  fq as {{ hist_quantiles('fb_merged', wl, {'p50': 0.5, 'p95': 0.95}) }},
   s as (
       select cluster, namespace, workload,
              sum(samples) as samples,
@@ -50,12 +39,9 @@ create or replace macro {{ this.schema }}.gpu_workload_evidence_window(window_st
   )
   select s.*,
          {{ util_bucket_value('uq.p50') }} as util_p50,
-         {{ util_bucket_value('uq.p95') }} as util_p95,
-         {{ fb_bucket_value('fq.p50') }} as fb_used_p50_mib,
-         {{ fb_bucket_value('fq.p95') }} as fb_used_p95_mib
+         {{ util_bucket_value('uq.p95') }} as util_p95
   from s
-  left join uq on s.cluster = uq.cluster and s.namespace = uq.namespace and s.workload = uq.workload
-  left join fq on s.cluster = fq.cluster and s.namespace = fq.namespace and s.workload = fq.workload;
+  left join uq on s.cluster = uq.cluster and s.namespace = uq.namespace and s.workload = uq.workload;
 
 create or replace macro {{ this.schema }}.gpu_device_evidence_window(window_start, window_end) as table
   with d as (

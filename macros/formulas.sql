@@ -211,10 +211,6 @@
   cast(floor(greatest({{ mib }}, 0) / {{ var('fb_histogram_mib') }}) as integer)
 {%- endmacro %}
 
-{% macro fb_bucket_value(b) -%}
-  (cast({{ b }} as double) * {{ var('fb_histogram_mib') }})
-{%- endmacro %}
-
 {% macro vpa_bucket(value, first_bucket) -%}
   {#- VPA's exponential histogram (recommender/histogram.py HistogramSpec.bucket_of): bucket i covers
       [first·r^i, first·r^(i+1)), r = var('vpa_histogram_ratio'); values below first are bucket 0. -#}

@@ -305,8 +305,8 @@
   {#- a 64-bit hash of the columns (nulls included). Two uses: to find rows whose key no other row
       shares (equal hashes are then resolved by the columns themselves, test unique_combination), and as
       the join key of pods and devices in int_pod_utilization_hourly, int_pod_costs_hourly and
-      int_pod_allocation_hourly's MIG layout lookup, which tests/dbt/assert_pod_keys_one_to_one checks no
-      two identities share -#}
+      int_pod_allocation_hourly's MIG layout lookup, and of workloads in int_workload_gpu_evidence_hourly,
+      which tests/dbt/assert_pod_keys_one_to_one checks no two identities share -#}
   {{ return(adapter.dispatch('key_hash', 'gpufinops')(columns)) }}
 {%- endmacro %}
 {% macro duckdb__key_hash(columns) -%}hash({{ columns | join(', ') }}){%- endmacro %}
@@ -319,6 +319,14 @@
       columns in the same order (tests/dbt/assert_pod_keys_one_to_one). -#}
   {%- set p = alias ~ '.' if alias else '' -%}
   {{ key_hash([p ~ 'cluster', p ~ 'namespace', p ~ 'pod']) }}
+{%- endmacro %}
+
+{% macro workload_key(alias=none) -%}
+  {#- A workload's key: key_hash of (cluster, namespace, workload). int_workload_gpu_evidence_hourly groups
+      its device rows' histogram buckets by (hour, this key) instead of numbering its workload-hours and
+      joining the device rows back to them on four columns (tests/dbt/assert_pod_keys_one_to_one). -#}
+  {%- set p = alias ~ '.' if alias else '' -%}
+  {{ key_hash([p ~ 'cluster', p ~ 'namespace', p ~ 'workload']) }}
 {%- endmacro %}
 
 {% macro device_key(alias=none) -%}

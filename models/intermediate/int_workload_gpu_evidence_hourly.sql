@@ -8,8 +8,8 @@
 -- month: the build's longest node, which had waited for the allocation mart).
 -- The framebuffer histogram is not merged per workload-hour: nothing reads an hour's framebuffer
 -- quantiles (the recommender sizes memory by the peak), and the merge was ~40 % of this model (the
--- 1,000-node month alone: 19.4 -> 11.4 CPU-s, peak 4.1 -> 2.5 GB). A window's framebuffer quantiles are
--- merged from the device rows' lists instead (macros/evidence.sql, gpu_workload_evidence_window).
+-- 1,000-node month alone: 19.4 -> 11.4 CPU-s, peak 4.1 -> 2.5 GB). No table keeps a framebuffer
+-- histogram now (fct_gpu_device_evidence_hourly); a window's framebuffer evidence is its peak.
 
 with device_rows as {{ not_materialized() }} (
     -- read twice, not materialised: the per-workload sums read the lean columns only, and the lists
@@ -21,10 +21,12 @@ with device_rows as {{ not_materialized() }} (
 ),
 
 stats as (
-    -- one row per workload-hour, numbered: the histogram merges below group by that integer instead
-    -- of four text columns (the full build at 1,000 nodes: ~120 M exploded bucket rows)
+    -- one row per workload-hour, with its workload's 64-bit key (macro workload_key): the histogram
+    -- merge below groups by (hour, key), not by four text columns, and needs no join of the device rows
+    -- to these (the 1,000-node month alone, ~63 M exploded bucket rows: 13.6-13.8 -> 9.7-10.7 CPU-s,
+    -- peak 2.6 -> 1.7 GB)
     select
-        row_number() over (order by hour, cluster, namespace, workload) as wh_id,
+        {{ workload_key() }} as wk,
         cluster,
         namespace,
         workload,
@@ -41,17 +43,14 @@ stats as (
 ),
 
 devices as (
-    select s.wh_id, d.util_hist
-    from device_rows as d
-    inner join stats as s
-        on d.cluster = s.cluster and d.namespace = s.namespace and d.workload = s.workload and d.hour = s.hour
+    select hour, {{ workload_key() }} as wk, util_hist from device_rows
 ),
 
 -- every device's utilisation histogram exploded once, summed per workload-hour and bucket and
 -- listed; the quantiles are read off the list (one fold, no window)
-util_merged as {{ hist_list(hist_bucket_sums('devices', ['wh_id'], 'util_hist'), ['wh_id']) }},
+util_merged as {{ hist_list(hist_bucket_sums('devices', ['hour', 'wk'], 'util_hist'), ['hour', 'wk']) }},
 
-util_q as {{ hist_quantiles('util_merged', ['wh_id'], {'p50': 0.5, 'p95': 0.95}) }},
+util_q as {{ hist_quantiles('util_merged', ['hour', 'wk'], {'p50': 0.5, 'p95': 0.95}) }},
 
 final as (
     select
@@ -70,8 +69,8 @@ final as (
         s.fb_total_mib,
         coalesce(um.hist, {{ empty_list_of_pairs() }}) as util_hist
     from stats as s
-    left join util_q as uq on s.wh_id = uq.wh_id
-    left join util_merged as um on s.wh_id = um.wh_id
+    left join util_q as uq on s.hour = uq.hour and s.wk = uq.wk
+    left join util_merged as um on s.hour = um.hour and s.wk = um.wk
 )
 
 select * from final

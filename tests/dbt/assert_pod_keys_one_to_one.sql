@@ -1,7 +1,9 @@
 -- int_pod_utilization_hourly, int_pod_costs_hourly and int_pod_allocation_hourly (its MIG layout lookup)
 -- join pods and GPU devices by the hour and a 64-bit hash of their identity (macros pod_key, device_key):
--- a pod's (cluster, namespace, pod), a device's (cluster, hostname, device_id, mig_instance). Two
--- identities that shared a key would have their rows joined to each other's. Returns every key that more
+-- a pod's (cluster, namespace, pod), a device's (cluster, hostname, device_id, mig_instance); and
+-- int_workload_gpu_evidence_hourly merges its device rows' histograms by the hour and a workload's
+-- (macro workload_key: cluster, namespace, workload). Two identities that shared a key would have their
+-- rows joined to (or merged with) each other's. Returns every key that more
 -- than one identity of the inputs has (any hour, not only the same one: a stronger check, and cheaper, on
 -- each input's distinct identities). None is expected (with 64-bit keys, ~1e-9 for a million
 -- identities). An incremental build checks the rows it rebuilt (macros/test_window.sql).
@@ -21,10 +23,16 @@ devices as (
     where pod is not null
 ),
 
+workloads as (
+    select distinct cluster, namespace, workload from {{ windowed(ref('fct_gpu_device_evidence_hourly')) }} as d
+),
+
 keys as (
     select 'pod' as kind, {{ pod_key() }} as key_value from pods
     union all
     select 'device' as kind, {{ device_key() }} as key_value from devices
+    union all
+    select 'workload' as kind, {{ workload_key() }} as key_value from workloads
 )
 
 select kind, key_value, count(*) as identities
