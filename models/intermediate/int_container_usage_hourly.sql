@@ -4,7 +4,10 @@
 -- lake's hourly rollups: sums over counts; only the hours several files hold are merged, macro
 -- multi_file_hours), summed over the pod's containers.
 
-with parts as (
+with parts as {{ not_materialized() }} (
+    -- not materialised: the file-hour list reads (cluster, hour, source_file) only, and each half of
+    -- the union below reads the Parquet once more with its own filter (the 1,000-node month alone:
+    -- 4.6-4.8 -> 3.9 CPU-s, peak 1.8 -> 0.95 GB)
     select cluster, hour, namespace, pod, container, cpu_sum, cpu_samples, memory_sum, memory_samples, source_file
     from {{ landing_input('stg_usage__container_hourly', 'container_usage_hourly') }} as src
     {%- if is_incremental() %}
