@@ -24,7 +24,8 @@ devices as (
 ),
 
 workloads as (
-    select distinct cluster, namespace, workload from {{ windowed(ref('fct_gpu_device_evidence_hourly')) }} as d
+    -- the workloads of the merge's device rows: each has its workload-hours there (10x fewer rows)
+    select distinct cluster, namespace, workload from {{ windowed(ref('int_workload_gpu_evidence_hourly')) }} as w
 ),
 
 keys as (
