@@ -305,8 +305,9 @@
   {#- a 64-bit hash of the columns (nulls included). Two uses: to find rows whose key no other row
       shares (equal hashes are then resolved by the columns themselves, test unique_combination), and as
       the join key of pods and devices in int_pod_utilization_hourly, int_pod_costs_hourly and
-      int_pod_allocation_hourly's MIG layout lookup, and of workloads in int_workload_gpu_evidence_hourly,
-      which tests/dbt/assert_pod_keys_one_to_one checks no two identities share -#}
+      int_pod_allocation_hourly's MIG layout lookup, of workloads in int_workload_gpu_evidence_hourly and of
+      workload container-hours in fct_container_usage_hourly, which tests/dbt/assert_pod_keys_one_to_one
+      checks no two identities share -#}
   {{ return(adapter.dispatch('key_hash', 'gpufinops')(columns)) }}
 {%- endmacro %}
 {% macro duckdb__key_hash(columns) -%}hash({{ columns | join(', ') }}){%- endmacro %}
@@ -327,6 +328,14 @@
       joining the device rows back to them on four columns (tests/dbt/assert_pod_keys_one_to_one). -#}
   {%- set p = alias ~ '.' if alias else '' -%}
   {{ key_hash([p ~ 'cluster', p ~ 'namespace', p ~ 'workload']) }}
+{%- endmacro %}
+
+{% macro container_group_key(alias=none) -%}
+  {#- A workload container-hour's key: key_hash of (cluster, hour, namespace, workload, container).
+      fct_container_usage_hourly merges its parts' CPU and memory histograms by it instead of numbering
+      its groups and joining the parts back to them on five columns (tests/dbt/assert_pod_keys_one_to_one). -#}
+  {%- set p = alias ~ '.' if alias else '' -%}
+  {{ key_hash([p ~ 'cluster', p ~ 'hour', p ~ 'namespace', p ~ 'workload', p ~ 'container']) }}
 {%- endmacro %}
 
 {% macro device_key(alias=none) -%}

@@ -29,13 +29,13 @@ workloads as (
 multi_file as {{ multi_file_hours('parts') }},
 
 keyed as (
-    -- every (pod, file) part with its workload and its group's key: the 64-bit key_hash of the group
-    -- (cluster, hour, namespace, workload, container), by which the histogram merges below group and
-    -- join (tests/dbt/assert_pod_keys_one_to_one fails if two groups share one). No numbered groups
-    -- joined back to the parts on five text columns: alone 11.8-13.0 -> 11.1-11.6 CPU-s and a 4.6 ->
-    -- 3.3-3.5 GB peak at 1,000 nodes. `several`: an hour several raw files hold, where a pod's
+    -- every (pod, file) part with its workload and its group's key (macro container_group_key: the
+    -- 64-bit key_hash of cluster, hour, namespace, workload, container), by which the histogram merges
+    -- below group and join (tests/dbt/assert_pod_keys_one_to_one fails if two groups share one). No
+    -- numbered groups joined back to the parts on five text columns: alone 11.8-13.0 -> 11.1-11.6 CPU-s
+    -- and a 4.6 -> 3.3-3.5 GB peak at 1,000 nodes. `several`: an hour several raw files hold, where a pod's
     -- container-hour can have several parts (in any other hour each part is one pod)
-    select k.*, {{ key_hash(['k.cluster', 'k.hour', 'k.namespace', 'k.workload', 'k.container']) }} as gid,
+    select k.*, {{ container_group_key('k') }} as gid,
            m.cluster is not null as several
     from (
         select p.cluster, p.hour, p.namespace, p.pod, p.container, p.samples, p.first_ts, p.last_ts,

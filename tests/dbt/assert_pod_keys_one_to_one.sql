@@ -3,8 +3,8 @@
 -- a pod's (cluster, namespace, pod), a device's (cluster, hostname, device_id, mig_instance); and
 -- int_workload_gpu_evidence_hourly merges its device rows' histograms by the hour and a workload's
 -- (macro workload_key: cluster, namespace, workload), and fct_container_usage_hourly its parts' CPU and
--- memory histograms by a workload container-hour's (cluster, hour, namespace, workload, container), one
--- row of the mart each. Two identities that shared a key would have their
+-- memory histograms by a workload container-hour's (macro container_group_key: cluster, hour, namespace,
+-- workload, container), one row of the mart each. Two identities that shared a key would have their
 -- rows joined to (or merged with) each other's. Returns every key that more
 -- than one identity of the inputs has (any hour, not only the same one: a stronger check, and cheaper, on
 -- each input's distinct identities). None is expected (with 64-bit keys, ~1e-9 for a million
@@ -42,8 +42,7 @@ keys as (
     union all
     select 'workload' as kind, {{ workload_key() }} as key_value from workloads
     union all
-    select 'container group' as kind, {{ key_hash(['cluster', 'hour', 'namespace', 'workload', 'container']) }} as key_value
-    from container_groups
+    select 'container group' as kind, {{ container_group_key() }} as key_value from container_groups
 )
 
 select kind, key_value, count(*) as identities
