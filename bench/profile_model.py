@@ -1,12 +1,15 @@
 """One model's compiled SQL, alone, on a copy of a built warehouse: its CPU-seconds as ``CREATE TABLE AS``
 and, from a second run with DuckDB's JSON profiling on, its operators, largest first.
 
-    python -m bench.profile_model <home> <model> [--threads N] [--top N] [--no-explain] [--sql FILE] [--set NAME=VALUE]
+    python -m bench.profile_model <home> <model> [--threads N] [--top N] [--no-explain] [--sql FILE] [--set NAME=VALUE] [--temp]
 
 Reads the compiled SQL the last build left in ``<home>/dbt/target/compiled`` (or ``--sql``): after an hourly
 build that is the model's incremental query, so run a full build first to profile a full one. Copies the live
 warehouse version to ``<home>/_profile/_building.duckdb`` once (``--fresh`` copies it again), and runs the query there
 with the lake's ``filename`` glob as the build does. Nothing in the live warehouse changes.
+
+``--temp`` writes the timed ``CREATE TABLE AS`` into an in-memory temp table instead of the warehouse file: the
+difference between the two is what DuckDB's compressing and appending of the table's columns costs.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def main() -> None:
     ap.add_argument("--sql")
     ap.add_argument("--fresh", action="store_true")
     ap.add_argument("--no-explain", action="store_true")
+    ap.add_argument("--temp", action="store_true", help="time the query into an in-memory temp table (no table write)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a DuckDB setting for the query (repeatable), e.g. allocator_flush_threshold=2GB")
     args = ap.parse_args()
@@ -72,12 +76,12 @@ def main() -> None:
     con.execute(f"drop table if exists _p_{args.model}")
     before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
-    con.execute(f"create table _p_{args.model} as {sql}")
+    con.execute(f"create {'temp ' if args.temp else ''}table _p_{args.model} as {sql}")
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_SELF)
     rows = con.execute(f"select count(*) from _p_{args.model}").fetchone()[0]
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    print(f"{args.model}: CTAS {wall:.2f} s wall, {cpu:.2f} CPU-s ({after.ru_utime - before.ru_utime:.2f} user), "
+    print(f"{args.model}: CTAS{' (temp table)' if args.temp else ''} {wall:.2f} s wall, {cpu:.2f} CPU-s ({after.ru_utime - before.ru_utime:.2f} user), "
           f"{rows:,} rows, peak RSS {after.ru_maxrss / 1024:.0f} MB, {args.threads} thread(s)")
     con.execute(f"drop table _p_{args.model}")
     if args.no_explain:
