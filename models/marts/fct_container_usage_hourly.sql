@@ -12,7 +12,8 @@
 -- group's CPU histogram is the per-bucket sums of its rows' lists.
 
 with parts as {{ not_materialized() }} (
-    -- not materialised: the file-hour list reads (cluster, hour, source_file) only
+    -- not materialised: the file-hour list reads (cluster, hour, source_file) only, and the parts are
+    -- scanned again for their lean columns (`keyed`) and their CPU lists (`part_lists`)
     select src.*
     from {{ landing_input('stg_usage__container_hourly', 'container_usage_hourly') }} as src
     {%- if is_incremental() %}
@@ -28,24 +29,38 @@ workloads as (
 
 multi_file as {{ multi_file_hours('parts') }},
 
+with_workload as {{ not_materialized() }} (
+    -- every (pod, file) part with its workload. Not materialised: `keyed` reads its lean columns and
+    -- `part_lists` its CPU lists, each a scan of the parts of its own
+    select p.*, coalesce(w.workload, p.pod) as workload
+    from parts as p
+    left join workloads as w
+        on p.cluster = w.cluster and p.namespace = w.namespace and p.pod = w.pod
+),
+
 keyed as (
-    -- every (pod, file) part with its workload and its group's key (macro container_group_key: the
+    -- every part with its group's key (macro container_group_key: the
     -- 64-bit key_hash of cluster, hour, namespace, workload, container), by which the histogram merges
     -- below group and join (tests/dbt/assert_pod_keys_one_to_one fails if two groups share one). No
     -- numbered groups joined back to the parts on five text columns: alone 11.8-13.0 -> 11.1-11.6 CPU-s
     -- and a 4.6 -> 3.3-3.5 GB peak at 1,000 nodes. `several`: an hour several raw files hold, where a pod's
-    -- container-hour can have several parts (in any other hour each part is one pod)
-    select k.*, {{ container_group_key('k') }} as gid,
+    -- container-hour can have several parts (in any other hour each part is one pod). Without the CPU
+    -- lists: four CTEs read this one, so DuckDB materialises it, and copying every part's list into it
+    -- cost more than reading the parts again in `part_lists` (alone at 1,000 nodes: 12.1-12.8 ->
+    -- 10.5-12.1 CPU-s, peak 3.1 -> 1.1 GB)
+    select k.cluster, k.hour, k.namespace, k.pod, k.container, k.samples, k.first_ts, k.last_ts,
+           k.memory_peak_bytes, k.memory_peak_bucket, k.workload,
+           {{ container_group_key('k') }} as gid,
            m.cluster is not null as several
-    from (
-        select p.cluster, p.hour, p.namespace, p.pod, p.container, p.samples, p.first_ts, p.last_ts,
-               p.memory_peak_bytes, p.memory_peak_bucket, p.cpu_hist, coalesce(w.workload, p.pod) as workload
-        from parts as p
-        left join workloads as w
-            on p.cluster = w.cluster and p.namespace = w.namespace and p.pod = w.pod
-    ) as k
+    from with_workload as k
     left join multi_file as m
         on k.cluster = m.cluster and k.hour = m.hour
+),
+
+part_lists as (
+    -- every part's CPU list with its group's key, for the merge below
+    select {{ container_group_key('k') }} as gid, k.cpu_hist
+    from with_workload as k
 ),
 
 groups as (
@@ -90,7 +105,7 @@ memory_hist as {{ hist_list('memory_rows', ['gid']) }},
 
 -- every group's CPU histogram: the per-bucket sums of its parts' lists (a group of one part gets its
 -- list back as it was: b is unique in it and hist_list sorts by b)
-cpu_merged as {{ hist_list(hist_bucket_sums('keyed', ['gid'], 'cpu_hist'), ['gid']) }},
+cpu_merged as {{ hist_list(hist_bucket_sums('part_lists', ['gid'], 'cpu_hist'), ['gid']) }},
 
 final as (
     select
