@@ -305,8 +305,9 @@
   {#- a 64-bit hash of the columns (nulls included). Two uses: to find rows whose key no other row
       shares (equal hashes are then resolved by the columns themselves, test unique_combination), and as
       the join key of pods and devices in int_pod_utilization_hourly, int_pod_costs_hourly and
-      int_pod_allocation_hourly's MIG layout lookup, of workloads in int_workload_gpu_evidence_hourly and of
-      workload container-hours in fct_container_usage_hourly, which tests/dbt/assert_pod_keys_one_to_one
+      int_pod_allocation_hourly's MIG layout lookup, of workloads in int_workload_gpu_evidence_hourly, of
+      workload container-hours in fct_container_usage_hourly and the partition of serving series in
+      int_serving_counters_hourly, which tests/dbt/assert_pod_keys_one_to_one
       checks no two identities share -#}
   {{ return(adapter.dispatch('key_hash', 'gpufinops')(columns)) }}
 {%- endmacro %}
@@ -336,6 +337,13 @@
       its groups and joining the parts back to them on five columns (tests/dbt/assert_pod_keys_one_to_one). -#}
   {%- set p = alias ~ '.' if alias else '' -%}
   {{ key_hash([p ~ 'cluster', p ~ 'hour', p ~ 'namespace', p ~ 'workload', p ~ 'container']) }}
+{%- endmacro %}
+
+{% macro serving_series_key(alias=none) -%}
+  {#- A serving series' key: key_hash of (cluster, namespace, pod, model). int_serving_counters_hourly's
+      lag() partitions its parts by it instead of by the four text columns (tests/dbt/assert_pod_keys_one_to_one). -#}
+  {%- set p = alias ~ '.' if alias else '' -%}
+  {{ key_hash([p ~ 'cluster', p ~ 'namespace', p ~ 'pod', p ~ 'model']) }}
 {%- endmacro %}
 
 {% macro device_key(alias=none) -%}

@@ -13,9 +13,10 @@
 -- back-fill), from the oldest hour of those runs (macro incremental_since, late_table). Each row keeps its
 -- series' last part of the hour (last_part_ts and the counters' last values), so a rebuilt window
 -- resumes every series from the part before it, exactly as a full build's lag() does.
+-- lag() partitions by the series' 64-bit key (macro serving_series_key; tests/dbt/assert_pod_keys_one_to_one),
+-- not by its four text columns (alone at 1,000 nodes: 4.7-5.0 -> 3.8-4.2 CPU-s).
 
 {%- set counters = ['requests', 'prompt_tokens', 'generation_tokens'] %}
-{%- set series = 'cluster, namespace, pod, model' %}
 {%- set series_hour = 'cluster, hour, namespace, pod, model' %}
 {#- a table from before this model kept its last parts is rebuilt whole, once -#}
 {%- set resume = is_incremental() and execute and 'last_part_ts' in relation_column_names(this) %}
@@ -76,7 +77,7 @@ joined as (
         {%- for c in counters %}
         {{ c }}_inc as {{ c }}_inc,
         {{ c }}_last as {{ c }}_last,
-        {{ counter_step('lag(' ~ c ~ '_last) over (partition by ' ~ series ~ ' order by first_ts)', c ~ '_first') }} as {{ c }}_into{{ ',' if not loop.last }}
+        {{ counter_step('lag(' ~ c ~ '_last) over (partition by ' ~ serving_series_key() ~ ' order by first_ts)', c ~ '_first') }} as {{ c }}_into{{ ',' if not loop.last }}
         {%- endfor %}
     from parts
 ),

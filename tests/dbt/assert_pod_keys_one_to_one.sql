@@ -4,7 +4,8 @@
 -- int_workload_gpu_evidence_hourly merges its device rows' histograms by the hour and a workload's
 -- (macro workload_key: cluster, namespace, workload), and fct_container_usage_hourly its parts' CPU and
 -- memory histograms by a workload container-hour's (macro container_group_key: cluster, hour, namespace,
--- workload, container), one row of the mart each. Two identities that shared a key would have their
+-- workload, container), one row of the mart each; int_serving_counters_hourly's lag() partitions its parts
+-- by a serving series' (macro serving_series_key: cluster, namespace, pod, model). Two identities that shared a key would have their
 -- rows joined to (or merged with) each other's. Returns every key that more
 -- than one identity of the inputs has (any hour, not only the same one: a stronger check, and cheaper, on
 -- each input's distinct identities). None is expected (with 64-bit keys, ~1e-9 for a million
@@ -35,6 +36,10 @@ container_groups as (
     select cluster, hour, namespace, workload, container from {{ windowed(ref('fct_container_usage_hourly')) }} as c
 ),
 
+serving_series as (
+    select distinct cluster, namespace, pod, model from {{ windowed(ref('int_serving_counters_hourly')) }} as s
+),
+
 keys as (
     select 'pod' as kind, {{ pod_key() }} as key_value from pods
     union all
@@ -43,6 +48,8 @@ keys as (
     select 'workload' as kind, {{ workload_key() }} as key_value from workloads
     union all
     select 'container group' as kind, {{ container_group_key() }} as key_value from container_groups
+    union all
+    select 'serving series' as kind, {{ serving_series_key() }} as key_value from serving_series
 )
 
 select kind, key_value, count(*) as identities
