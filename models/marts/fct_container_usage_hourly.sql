@@ -46,8 +46,8 @@ keyed as (
     -- and a 4.6 -> 3.3-3.5 GB peak at 1,000 nodes. `several`: an hour several raw files hold, where a pod's
     -- container-hour can have several parts (in any other hour each part is one pod). Without the CPU
     -- lists: four CTEs read this one, so DuckDB materialises it, and copying every part's list into it
-    -- cost more than reading the parts again in `part_lists` (alone at 1,000 nodes: 12.1-12.8 ->
-    -- 10.5-12.1 CPU-s, peak 3.1 -> 1.1 GB)
+    -- cost more than reading the parts again in `part_lists` (alone at 1,000 nodes: 11.7-12.8 ->
+    -- 10.7-10.9 CPU-s, peak 3.1 -> 1.2 GB)
     select k.cluster, k.hour, k.namespace, k.pod, k.container, k.samples, k.first_ts, k.last_ts,
            k.memory_peak_bytes, k.memory_peak_bucket, k.workload,
            {{ container_group_key('k') }} as gid,
