@@ -65,10 +65,10 @@ with_price as (
 ),
 
 reference_keys as (
-    -- what a node's reference rates depend on: ranked once per (provider, region, machine family, hour),
+    -- what a node's reference rates depend on: ranked once per (provider, region, instance type, hour),
     -- not per node-hour with every column of the node in the window's sort (the 1,000-node month
     -- alone: 3.9 -> 2.1-2.2 CPU-s)
-    select distinct provider, region, split_part(instance_type, '-', 1) as machine_family, hour
+    select distinct provider, region, instance_type, hour
     from with_price
 ),
 
@@ -85,7 +85,7 @@ reference_candidates as (
         cast(null as double) as ref_gib_usd_per_hour
         {%- endif %},
         row_number() over (
-            partition by k.provider, k.region, k.machine_family, k.hour
+            partition by k.provider, k.region, k.instance_type, k.hour
             order by (r.machine_family = '*') nulls last, (r.effective_from <= k.hour) desc nulls last,
                      case when r.effective_from <= k.hour then r.effective_from end desc nulls last, r.effective_from nulls last
         ) as reference_rank
@@ -93,7 +93,7 @@ reference_candidates as (
     left join reference_rates as r
         on k.provider = r.provider
         and k.region = r.region
-        and (r.machine_family = '*' or r.machine_family = k.machine_family)
+        and (r.machine_family = '*' or r.machine_family = split_part(k.instance_type, '-', 1))
 ),
 
 with_reference as (
@@ -103,7 +103,7 @@ with_reference as (
     left join (select * from reference_candidates where reference_rank = 1) as rc
         on w.provider is not distinct from rc.provider
         and w.region is not distinct from rc.region
-        and split_part(w.instance_type, '-', 1) is not distinct from rc.machine_family
+        and w.instance_type is not distinct from rc.instance_type
         and w.hour = rc.hour
 ),
 

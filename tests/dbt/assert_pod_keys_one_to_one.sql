@@ -5,8 +5,8 @@
 -- (macro workload_key: cluster, namespace, workload), and fct_container_usage_hourly its parts' CPU and
 -- memory histograms by a workload container-hour's (macro container_group_key: cluster, hour, namespace,
 -- workload, container), one row of the mart each; int_serving_counters_hourly's lag() partitions its parts
--- by a serving series' (macro serving_series_key: cluster, namespace, pod, model). Two identities that shared a key would have their
--- rows joined to (or merged with) each other's. Returns every key that more
+-- by a serving series' (macro serving_series_key: cluster, namespace, pod, model). Two identities that
+-- shared a key would have their rows joined to (or merged with) each other's. Returns every key that more
 -- than one identity of the inputs has (any hour, not only the same one: a stronger check, and cheaper, on
 -- each input's distinct identities). None is expected (with 64-bit keys, ~1e-9 for a million
 -- identities). An incremental build checks the rows it rebuilt (macros/test_window.sql).
