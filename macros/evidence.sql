@@ -17,13 +17,23 @@
   {#- without the database: the macros must not name the file's catalog (a build is written as
       _building.duckdb and published under its version's name) -#}
   {%- set this = (relation if relation is not none else this).include(database=false) -%}
+  {%- set evidence = ref('int_workload_gpu_evidence_hourly').include(database=false) -%}
   {%- set wl = ['cluster', 'namespace', 'workload'] -%}
   {%- set dev = ['cluster', 'namespace', 'workload', 'pod', 'hostname', 'device_id', 'mig_instance'] -%}
 create or replace macro {{ this.schema }}.gpu_workload_evidence_window(window_start, window_end) as table
   with h as (
       select * from {{ this }} where hour >= window_start and hour < window_end
   ),
-  util_merged as {{ hist_list(hist_bucket_sums('h', wl, 'util_hist'), wl) }},
+  hists as (
+      -- the merged histograms of the window's workload-hours: int_workload_gpu_evidence_hourly holds
+      -- them (the mart does not copy them); a workload-hour without evidence has none
+      select e.cluster, e.namespace, e.workload, e.util_hist
+      from {{ evidence }} as e
+      inner join h
+          on e.cluster = h.cluster and e.namespace = h.namespace and e.workload = h.workload and e.hour = h.hour
+      where e.hour >= window_start and e.hour < window_end
+  ),
+  util_merged as {{ hist_list(hist_bucket_sums('hists', wl, 'util_hist'), wl) }},
   uq as {{ hist_quantiles('util_merged', wl, {'p50': 0.5, 'p95': 0.95}) }},
   s as (
       select cluster, namespace, workload,

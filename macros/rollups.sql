@@ -7,7 +7,7 @@
     the warehouse's own (staging_select, sample_utilization, util_bucket, fb_bucket, vpa_bucket);
     a memory peak's bucket is kept as the bucket of the file's peak, which merges by max because
     vpa_bucket is monotonic. The rollup SQL always runs on DuckDB, whatever the build engine.
-    The models that read the rollups: int_gpu_usage_hourly, fct_gpu_device_evidence_hourly,
+    The models that read the rollups: fct_gpu_device_evidence_hourly, int_mig_idle_instances_hourly,
     int_container_usage_hourly, fct_container_usage_hourly, of k8s_pods_last, int_pod_specs and
     fct_pods_latest, and, of k8s_nodes_last, int_nodes_hourly (models/README.md "Hourly rollups"). -#}
 

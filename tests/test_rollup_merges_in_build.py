@@ -98,5 +98,5 @@ def test_the_hour_two_files_hold_counts_every_sample_once(builds, which):
 def test_incremental_equals_full_with_an_hour_in_two_files(builds):
     inc, full = builds
     assert_same_tables(inc.warehouse_path, full.warehouse_path,
-                       {"int_gpu_usage_hourly", "fct_gpu_device_evidence_hourly", "int_container_usage_hourly",
+                       {"int_mig_idle_instances_hourly", "fct_gpu_device_evidence_hourly", "int_container_usage_hourly",
                         "fct_container_usage_hourly"})

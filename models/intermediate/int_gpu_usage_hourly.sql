@@ -1,40 +1,13 @@
-{{ incremental_by(['cluster', 'hour']) }}
-{{ config(on_schema_change='append_new_columns') }}
--- depends_on: {{ ref('stg_dcgm__gpu_hourly') }}
--- DCGM usage per (cluster, hostname, device or MIG instance, namespace, pod, hour), merged from the
--- lake's hourly rollups (macros/rollups.sql: one row per raw file and key), so no build re-reads
--- the per-minute samples. Samples of idle devices (no pod labels) are kept with a null pod. Only the
--- hours that several files hold are merged (macro multi_file_hours); the rest pass through.
+-- DCGM usage per (cluster, hostname, device or MIG instance, namespace, pod, hour): a view of the pod
+-- rows of fct_gpu_device_evidence_hourly and of the idle MIG instances (int_mig_idle_instances_hourly,
+-- with a null pod), both merged from the lake's hourly rollups. What reads it: the pods' utilisation
+-- (int_pod_utilization_hourly), the MIG layouts (int_mig_layouts_hourly) and the pods' MIG layout
+-- lookup (int_pod_allocation_hourly).
+-- Until the thirty-first session a table of its own, merged from the same rollups by the same key as the
+-- device evidence and written again: at 1,000 nodes × 30 days 6.0 M rows, 3.6 node-seconds of the full
+-- build, and 2.2 M of them idle whole GPUs that nothing read (docs/bench.md).
 
-with parts as {{ not_materialized() }} (
-    -- not materialised: the file-hour list reads (cluster, hour, source_file) only, and each half of
-    -- the union below reads the Parquet once more with its own filter (the 1,000-node month alone:
-    -- 4.9 -> 4.0-4.2 CPU-s, peak 2.0-2.2 -> 0.48 GB)
-    select cluster, hour, hostname, device_id, mig_instance, mig_profile, is_mig, namespace, pod,
-           util_sum, samples, first_ts, last_ts, source_file
-    from {{ landing_input('stg_dcgm__gpu_hourly', 'gpu_samples_hourly') }} as src
-    {%- if is_incremental() %}
-    where {{ incremental_since('src.hour') }}
-    {%- endif %}
-),
-
-multi_file as {{ multi_file_hours('parts') }},
-
-keys as (
-    -- an hour one file holds has each key once (a rollup file holds a key once): its row as it is
-    select cluster, hour, hostname, device_id, mig_instance, mig_profile, is_mig, namespace, pod,
-           util_sum, samples, first_ts, last_ts
-    from {{ file_hour_rows('parts', 'multi_file', several=false) }} as p
-    union all
-    -- an hour several files hold: a key's rows summed over its files
-    select cluster, hour, hostname, device_id, mig_instance, max(mig_profile) as mig_profile,
-           bool_or(is_mig) as is_mig, namespace, pod, sum(util_sum) as util_sum, sum(samples) as samples,
-           min(first_ts) as first_ts, max(last_ts) as last_ts
-    from {{ file_hour_rows('parts', 'multi_file', several=true) }} as x
-    group by cluster, hour, hostname, device_id, mig_instance, namespace, pod
-),
-
-final as (
+with pods as (
     select
         cluster,
         hour,
@@ -45,13 +18,35 @@ final as (
         is_mig,
         namespace,
         pod,
-        util_sum / nullif(samples, 0) as utilization,
-        cast(samples as bigint) as samples,
-        -- when in the hour this pod's series on this device ran: pods that hand a GPU over
-        -- within an hour did not share it (int_pod_utilization_hourly weighs by overlap)
+        util_mean as utilization,
+        samples,
         first_ts,
         last_ts
-    from keys
+    from {{ ref('fct_gpu_device_evidence_hourly') }}
+),
+
+idle_mig as (
+    select
+        cluster,
+        hour,
+        hostname,
+        device_id,
+        mig_instance,
+        mig_profile,
+        true as is_mig,
+        namespace,
+        cast(null as string) as pod,
+        utilization,
+        samples,
+        first_ts,
+        last_ts
+    from {{ ref('int_mig_idle_instances_hourly') }}
+),
+
+final as (
+    select * from pods
+    union all
+    select * from idle_mig
 )
 
 select * from final

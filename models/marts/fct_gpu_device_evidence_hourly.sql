@@ -11,6 +11,10 @@
 -- the peak, fb_used_max_mib), and copying and merging that list was ~28 % of this model (the
 -- 1,000-node month alone: 12.1-12.7 -> 8.8-9.2 CPU-s, peak 1.4 -> 1.0 GB). The lake's hourly rollups
 -- still hold it (fb_hist), should a framebuffer quantile be wanted.
+-- It also holds what int_gpu_usage_hourly (a view of these rows and the idle MIG instances) needs: the
+-- MIG profile, is_mig and the first / last sample time. Until the thirty-first session that was a
+-- table of its own, merged from the same rollups with the same key, and written again (the 1,000-node
+-- month: 3.8 M pod rows and 2.2 M idle-device rows nothing read).
 -- Merged from the lake's hourly rollups (macros/rollups.sql: one row per raw file and key): in an
 -- hour that one file holds, each key's row and lists are kept as they are (no GROUP BY carrying the
 -- lists: the full build's largest cost at 1,000 nodes); in an hour several files hold (two runs
@@ -60,7 +64,11 @@ split_devices as (
         sum(fb_sum) / nullif(sum(fb_samples), 0) as fb_used_mean_mib,
         max(fb_used_max_mib) as fb_used_max_mib,
         max(fb_total_mib) as fb_total_mib,
-        max(workload) as workload  -- one per (cluster, namespace, pod)
+        max(workload) as workload,  -- one per (cluster, namespace, pod)
+        max(mig_profile) as mig_profile,
+        bool_or(is_mig) as is_mig,
+        min(first_ts) as first_ts,
+        max(last_ts) as last_ts
     from split
     group by {{ key | join(', ') }}
 ),
@@ -75,14 +83,18 @@ per_device as (
         fb_used_max_mib,
         fb_total_mib,
         util_hist,
-        workload
+        workload,
+        mig_profile,
+        is_mig,
+        first_ts,
+        last_ts
     from single
     union all
     select
         {% for k in key %}d.{{ k }}, {% endfor %}
         d.samples, d.util_mean, d.util_max, d.fb_used_mean_mib, d.fb_used_max_mib, d.fb_total_mib,
         coalesce(um.hist, {{ empty_list_of_pairs() }}) as util_hist,
-        d.workload
+        d.workload, d.mig_profile, d.is_mig, d.first_ts, d.last_ts
     from split_devices as d
     left join util_merged as um
         on {% for k in key %}d.{{ k }} is not distinct from um.{{ k }}{{ ' and ' if not loop.last }}{% endfor %}
@@ -104,7 +116,13 @@ final as (
         d.fb_used_mean_mib,
         d.fb_used_max_mib,
         d.fb_total_mib,
-        coalesce(d.util_hist, {{ empty_list_of_pairs() }}) as util_hist
+        coalesce(d.util_hist, {{ empty_list_of_pairs() }}) as util_hist,
+        -- for int_gpu_usage_hourly, a view of these rows: the MIG profile, and when in the hour the
+        -- pod's series on this device ran (int_pod_utilization_hourly weighs pods by overlap)
+        d.mig_profile,
+        d.is_mig,
+        d.first_ts,
+        d.last_ts
     from per_device as d
 )
 

@@ -14,16 +14,16 @@
 with pods as (
     select distinct cluster, namespace, pod from {{ windowed(ref('int_pod_allocation_hourly')) }} as a
     union
-    select distinct cluster, namespace, pod from {{ windowed(ref('int_gpu_usage_hourly')) }} as g
-    where pod is not null
+    -- the pod rows of int_gpu_usage_hourly (a view of these and of the idle MIG instances): an
+    -- intermediate view, which an hourly build keeps from the live version and does not select
+    select distinct cluster, namespace, pod from {{ windowed(ref('fct_gpu_device_evidence_hourly')) }} as g
     union
     select distinct cluster, namespace, pod from {{ windowed(ref('int_container_usage_hourly')) }} as c
 ),
 
 devices as (
     select distinct cluster, hostname, device_id, mig_instance
-    from {{ windowed(ref('int_gpu_usage_hourly')) }} as g
-    where pod is not null
+    from {{ windowed(ref('fct_gpu_device_evidence_hourly')) }} as g
 ),
 
 workloads as (
