@@ -35,9 +35,9 @@ pods as (
     group by 1, 2, 3, 4
 ),
 
-per_pod as (
-    -- one row per output group and pod, so that the pods are counted off these rows (a
-    -- count(distinct pod) over every series would be a second grouping of all of them)
+matched as {{ not_materialized() }} (
+    -- every series-hour (one row of the counters per cluster, hour, namespace, pod and model) with its
+    -- pod's attributes and its output group's labels
     select
         c.hour,
         c.cluster,
@@ -50,12 +50,33 @@ per_pod as (
         p.tier,
         p.workload is not null as matched,
         c.pod,
-        sum(c.requests) as requests,
-        sum(c.prompt_tokens) as prompt_tokens,
-        sum(c.generation_tokens) as generation_tokens
+        c.requests,
+        c.prompt_tokens,
+        c.generation_tokens,
+        -- its labels are its own: no other series-hour of the pod gets them. Only a null namespace or model
+        -- (or one spelled like the stand-in) can share its stand-in with another series of the pod
+        c.namespace is not null and c.namespace <> '(none)' and c.model is not null and c.model <> '(unknown)' as own_labels
     from counters as c
     left join pods as p
         on c.cluster = p.cluster and c.hour = p.hour and c.namespace = p.namespace and c.pod = p.pod
+),
+
+per_pod as (
+    -- one row per output group and pod, so that the pods are counted off these rows (a
+    -- count(distinct pod) over every series would be a second grouping of all of them). A series-hour
+    -- with its own labels is its pod's only row in its group as it is: no GROUP BY over those (alone at
+    -- 1,000 nodes, docs/bench.md, thirty-first session)
+    select hour, cluster, namespace, workload_kind, workload, model, team, tenant, tier, matched, pod,
+           requests, prompt_tokens, generation_tokens
+    from matched
+    where own_labels
+    union all
+    select hour, cluster, namespace, workload_kind, workload, model, team, tenant, tier, matched, pod,
+           sum(requests) as requests,
+           sum(prompt_tokens) as prompt_tokens,
+           sum(generation_tokens) as generation_tokens
+    from matched
+    where not own_labels
     group by 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 ),
 
