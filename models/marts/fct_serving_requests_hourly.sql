@@ -35,7 +35,7 @@ pods as (
     group by 1, 2, 3, 4
 ),
 
-matched as {{ not_materialized() }} (
+series_hours as {{ not_materialized() }} (
     -- every series-hour (one row of the counters per cluster, hour, namespace, pod and model) with its
     -- pod's attributes and its output group's labels
     select
@@ -68,14 +68,14 @@ per_pod as (
     -- 1,000 nodes, docs/bench.md, thirty-first session)
     select hour, cluster, namespace, workload_kind, workload, model, team, tenant, tier, matched, pod,
            requests, prompt_tokens, generation_tokens
-    from matched
+    from series_hours
     where own_labels
     union all
     select hour, cluster, namespace, workload_kind, workload, model, team, tenant, tier, matched, pod,
            sum(requests) as requests,
            sum(prompt_tokens) as prompt_tokens,
            sum(generation_tokens) as generation_tokens
-    from matched
+    from series_hours
     where not own_labels
     group by 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11
 ),
