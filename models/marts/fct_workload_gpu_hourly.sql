@@ -8,8 +8,8 @@
 -- An hour without samples has samples = 0 and null utilisation: unmeasured, never 0 %.
 -- The merged utilisation histograms stay in int_workload_gpu_evidence_hourly, which the window macro
 -- gpu_workload_evidence_window (this model's post-hook, macros/evidence.sql) reads for the mart's
--- workload-hours: copying the 15 M histogram entries of the 1,000-node month into this table was ~40 %
--- of the model (docs/bench.md).
+-- workload-hours: copying the 15 M histogram entries of the 1,000-node month into this table was about a
+-- third of the model (alone 3.16-3.32 -> 2.14-2.15 CPU-s without them; docs/bench.md).
 
 with allocation as (
     select * from {{ ref('fct_gpu_allocation_hourly') }} as src
