@@ -6,6 +6,11 @@
 -- (no pod label, or a pod the warehouse never saw) stays, with workload '(unmatched)' and matched false.
 -- Incremental per (cluster, hour), over the same window as int_serving_counters_hourly.
 
+{#- the stand-ins of a series without a namespace or a model label: its output group's, and the test below of
+    whether another series of the pod can share them -#}
+{%- set no_namespace = "'(none)'" %}
+{%- set no_model = "'(unknown)'" %}
+
 with counters as (
     select * from {{ ref('int_serving_counters_hourly') }} as src
     {%- if is_incremental() %}
@@ -41,10 +46,10 @@ series_hours as {{ not_materialized() }} (
     select
         c.hour,
         c.cluster,
-        coalesce(c.namespace, '(none)') as namespace,
+        coalesce(c.namespace, {{ no_namespace }}) as namespace,
         coalesce(p.workload_kind, '(unmatched)') as workload_kind,
         coalesce(p.workload, '(unmatched)') as workload,
-        coalesce(c.model, '(unknown)') as model,
+        coalesce(c.model, {{ no_model }}) as model,
         coalesce(p.team, 'unassigned') as team,
         coalesce(p.tenant, 'unassigned') as tenant,
         p.tier,
@@ -53,9 +58,9 @@ series_hours as {{ not_materialized() }} (
         c.requests,
         c.prompt_tokens,
         c.generation_tokens,
-        -- its labels are its own: no other series-hour of the pod gets them. Only a null namespace or model
-        -- (or one spelled like the stand-in) can share its stand-in with another series of the pod
-        c.namespace is not null and c.namespace <> '(none)' and c.model is not null and c.model <> '(unknown)' as own_labels
+        -- its labels are its own: no other series-hour of the pod gets them. Only a series whose namespace or
+        -- model is the stand-in (null, or spelled like it) can share it with another series of the pod
+        coalesce(c.namespace, {{ no_namespace }}) <> {{ no_namespace }} and coalesce(c.model, {{ no_model }}) <> {{ no_model }} as own_labels
     from counters as c
     left join pods as p
         on c.cluster = p.cluster and c.hour = p.hour and c.namespace = p.namespace and c.pod = p.pod
